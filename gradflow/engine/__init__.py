@@ -1,0 +1,6 @@
+"""The autodiff engine: numpy only. Knows nothing of YAML, click or rich."""
+
+from gradflow.engine.ops import ALIASES, OPS, Op, resolve_op
+from gradflow.engine.tape import Tape, Tensor, unbroadcast
+
+__all__ = ["ALIASES", "OPS", "Op", "Tape", "Tensor", "resolve_op", "unbroadcast"]

@@ -1,0 +1,172 @@
+"""The tape: tensors recorded in creation order, an iterative reverse sweep.
+
+A Tape is a list of Tensor nodes. Because every node is appended after its
+parents, the list is already in topological order: forward is a walk from the
+front, backward a walk from the back. No recursion anywhere, so a chain of a
+million ops runs as easily as ten.
+
+Two ways to build:
+- eager (the default): each op is computed as it is recorded, as in micrograd;
+- lazy (``Tape(eager=False)``): only shapes and dtypes are inferred, so a model
+  can be checked and its memory estimated before any array exists; ``run()``
+  later fills in the values.
+
+Gradients: ``backward(loss)`` returns one entry per node, ``None`` where no
+gradient reaches it. A rule of ``None`` in the op table means "no gradient
+through this input" (a cut); it is never replaced by an array of zeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradflow.engine.ops import OPS, Op, dtype_kind, resolve_op
+
+
+class Tensor:
+    """One node of the tape: a leaf (op is None) or the result of an op."""
+
+    __slots__ = ("tape", "index", "op", "parents", "attrs", "shape", "dtype",
+                 "value", "requires_grad", "meta")
+
+    def __init__(self, tape, op, parents, attrs, shape, dtype, value, requires_grad, meta):
+        self.tape = tape
+        self.index = len(tape.nodes)
+        self.op = op
+        self.parents = parents
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        self.value = value
+        self.requires_grad = requires_grad
+        self.meta = meta
+        tape.nodes.append(self)
+
+    def __repr__(self) -> str:
+        what = self.op.name if self.op else "leaf"
+        return f"Tensor(#{self.index} {what} shape={list(self.shape)} {self.dtype})"
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=object)) if self.shape else 1
+
+    # Operators, for writing engine code and tests the way one writes numpy.
+    def __add__(self, other): return self.tape.apply("add", self, other)
+    def __radd__(self, other): return self.tape.apply("add", other, self)
+    def __sub__(self, other): return self.tape.apply("sub", self, other)
+    def __rsub__(self, other): return self.tape.apply("sub", other, self)
+    def __mul__(self, other): return self.tape.apply("mul", self, other)
+    def __rmul__(self, other): return self.tape.apply("mul", other, self)
+    def __truediv__(self, other): return self.tape.apply("div", self, other)
+    def __rtruediv__(self, other): return self.tape.apply("div", other, self)
+    def __pow__(self, other): return self.tape.apply("pow", self, other)
+    def __matmul__(self, other): return self.tape.apply("matmul", self, other)
+    def __neg__(self): return self.tape.apply("neg", self)
+    def __getitem__(self, index): return self.tape.apply("getitem", self, index=index)
+
+
+def unbroadcast(grad, shape):
+    """Sum a gradient back down to the shape of the input it belongs to.
+
+    The one place where broadcasting is undone: op rules return gradients in
+    the broadcast shape and never call this themselves.
+    """
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))
+    squeezed = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if squeezed:
+        grad = grad.sum(axis=squeezed, keepdims=True)
+    return grad
+
+
+class Tape:
+    """A recording of tensors in creation order, with forward and backward sweeps."""
+
+    def __init__(self, dtype=np.float64, eager: bool = True):
+        self.dtype = np.dtype(dtype)
+        self.eager = eager
+        self.nodes: list[Tensor] = []
+
+    # -- recording ---------------------------------------------------------
+    def leaf(self, value=None, *, shape=None, dtype=None, requires_grad=False, meta=None) -> Tensor:
+        """A tensor that no op produced: a parameter, an input or a constant."""
+        if value is not None:
+            value = np.asarray(value)
+            if value.dtype.kind == "f" or dtype_kind(dtype) == "f":
+                value = value.astype(self.dtype, copy=False)
+            shape, dtype = value.shape, value.dtype
+        else:
+            dtype = self.dtype if dtype is None or dtype_kind(dtype) == "f" else np.dtype(dtype)
+        requires_grad = requires_grad and dtype.kind == "f"
+        return Tensor(self, None, (), None, tuple(shape), dtype, value, requires_grad, meta)
+
+    def param(self, value=None, **kw) -> Tensor:
+        return self.leaf(value, requires_grad=True, **kw)
+
+    def constant(self, value) -> Tensor:
+        return self.leaf(np.asarray(value, dtype=self.dtype))
+
+    def apply(self, op: str | Op, *parents, meta=None, **attrs) -> Tensor:
+        """Record ``op(*parents, **attrs)``; numbers among the parents become constants."""
+        op = resolve_op(op) if isinstance(op, str) else op
+        parents = tuple(p if isinstance(p, Tensor) else self.constant(p) for p in parents)
+        attrs = op.bind_attrs(attrs)
+        # A stop-gradient's output still "requires grad" so that a counterfactual
+        # sweep can pass through it; its rule of None is what cuts.
+        requires_grad = any(p.requires_grad for p in parents)
+        if self.eager:
+            value = op.forward(*(p.value for p in parents), **attrs)
+            shape, dtype = value.shape, value.dtype
+            if dtype.kind == "f" and dtype != self.dtype:  # int64 * float32 gives float64
+                value, dtype = value.astype(self.dtype), self.dtype
+        else:
+            op.check_dtypes([p.dtype for p in parents])
+            shape = tuple(op.shape(*(p.shape for p in parents), **attrs))
+            dtype, value = op.out_dtype([p.dtype for p in parents], self.dtype), None
+        requires_grad = requires_grad and dtype.kind == "f"
+        return Tensor(self, op, parents, attrs, shape, dtype, value, requires_grad, meta)
+
+    # -- sweeps --------------------------------------------------------------
+    def run(self) -> None:
+        """Compute every value still missing, front to back (lazy tapes)."""
+        for node in self.nodes:
+            if node.value is None and node.op is not None:
+                value = node.op.forward(*(p.value for p in node.parents), **node.attrs)
+                node.value = value if value.dtype == node.dtype else value.astype(node.dtype)
+
+    def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset()) -> list:
+        """Reverse sweep from ``loss``: gradient of loss w.r.t. every node, or None.
+
+        ``through`` names nodes whose cut inputs pass the gradient unchanged, as
+        if the stop-gradient there were the identity (used for counterfactuals).
+        """
+        nodes = self.nodes
+        grads = [None] * (loss.index + 1)
+        grads[loss.index] = np.ones(loss.shape, dtype=loss.dtype)
+        for i in range(loss.index, -1, -1):
+            g = grads[i]
+            node = nodes[i]
+            if g is None or node.op is None:
+                continue
+            vjps, args, attrs = node.op.vjps_for(len(node.parents)), None, node.attrs
+            for k, parent in enumerate(node.parents):
+                if not parent.requires_grad:
+                    continue
+                vjp = vjps[k]
+                if vjp is not None:
+                    if args is None:
+                        args = [p.value for p in node.parents]
+                    contrib = unbroadcast(vjp(g, node.value, *args, **attrs), parent.shape)
+                elif i in through:
+                    contrib = g
+                else:
+                    continue
+                j = parent.index
+                grads[j] = contrib if grads[j] is None else grads[j] + contrib
+        return grads
+
+
+__all__ = ["Tape", "Tensor", "unbroadcast", "OPS"]
