@@ -5,6 +5,8 @@ A leaf module: anyone may import it, it imports nothing of gradflow.
 
 from __future__ import annotations
 
+import difflib
+
 
 class ShapeError(ValueError):
     """An op was applied to operands of incompatible shapes or attributes.
@@ -37,14 +39,7 @@ class ModelError(Exception):
         return f"{self.path or '<model>'}:{self.line or 1}:{self.col or 1}: error: {self.message}"
 
 
-class ModelErrors(ModelError):
-    """Several errors of one file, sorted by position; str() gives one line each."""
-
-    def __init__(self, errors: list[ModelError]):
-        errors = sorted(errors, key=lambda e: (e.line or 0, e.col or 0))
-        first = errors[0]
-        super().__init__(first.message, first.path, first.line, first.col)
-        self.errors = errors
-
-    def __str__(self) -> str:
-        return "\n".join(ModelError.__str__(e) for e in self.errors)
+def did_you_mean(word: str, candidates) -> str:
+    """' (did you mean 'relu'?)' when a candidate is close to word, else ''."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

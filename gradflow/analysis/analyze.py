@@ -1,0 +1,123 @@
+"""analyze(): a built Model -> Report.
+
+Structure decides flows / blocked / unreachable (``flow.py``); a numeric run then
+tells ``zero`` from ``flows`` and adds the numbers (``numeric.py``); the rules turn
+the result into findings (``rules.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradflow.analysis.flow import Graph
+from gradflow.analysis.numeric import all_zero, dies_at, grad_norm, grad_stats, norm_of_difference
+from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
+from gradflow.analysis.rules import Settings, evaluate, settings_for
+from gradflow.errors import ModelError
+
+GIB = 1024 ** 3
+
+
+def analyze(model, structural: bool = False, counterfactual: bool = True,
+            settings: Settings | None = None, version: str = "") -> Report:
+    """Analyse every (parameter, loss) pair of ``model``."""
+    settings = settings or settings_for(model)
+    if not structural:
+        ensure_values(model, settings.max_memory)
+    graph = Graph(model.tape, model.params)
+    pairs = {name: {} for name in model.params}
+    stop_cuts, grads_kept = {}, {}
+    for loss_name, loss in model.losses.items():
+        flow = graph.flow(loss)
+        grads = None if structural else model.tape.backward(loss)
+        for name, t in model.params.items():
+            pair = Pair(flow.status(t))
+            cuts = flow.cuts_of(name)
+            if pair.status == "blocked":
+                pair.cut_by = cuts
+            elif pair.status == "flows":
+                pair.partially_cut_by = cuts
+            if grads is not None:
+                fill_numbers(pair, grads, t, graph, flow)
+                if pair.status in ("flows", "zero"):
+                    grads_kept[(loss_name, name)] = grads[t.index]
+            pairs[name][loss_name] = pair
+        if grads is not None and counterfactual:
+            add_counterfactuals(model, loss, grads, flow, pairs, loss_name)
+        stop_cuts[loss_name] = (flow, None if grads is None or not counterfactual else
+                                {c: cut_norm(model, loss, grads, c) for c in flow.behind if c.kind == "explicit"})
+    report = Report(model_info(model, structural), loss_reports(model, structural),
+                    [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n])
+                     for n, t in model.params.items()],
+                    stop_reports(graph, stop_cuts), grads=grads_kept, version=version)
+    report.findings = evaluate(report, model, settings)
+    return report
+
+
+def ensure_values(model, max_memory: float) -> None:
+    """Refuse a numeric run that would not fit, then run the forward pass once."""
+    if model.materialized:
+        return
+    need = model.memory_estimate()
+    if need > max_memory:
+        raise ModelError(f"a numeric run needs about {need / GIB:.3g} GiB, more than the limit of "
+                         f"{max_memory / GIB:.3g} GiB: use --structural, or smaller dims with --dim NAME=VALUE "
+                         "(or raise --max-memory)", model.path, 1, 1)
+    model.materialize()
+
+
+def fill_numbers(pair: Pair, grads: list, t, graph, flow) -> None:
+    g = grads[t.index] if t.index < len(grads) else None
+    if pair.status != "flows" or g is None:
+        pair.norm, pair.max_abs, pair.zero_fraction, pair.nonfinite = 0.0, 0.0, 1.0, 0
+        return
+    for key, value in grad_stats(g).items():
+        setattr(pair, key, value)
+    if all_zero(g):
+        pair.status = "zero"
+        pair.dies_at = dies_at(graph, grads, t, flow.open)
+
+
+def add_counterfactuals(model, loss, grads, flow, pairs, loss_name) -> None:
+    explicit = {c.index for c in flow.behind if c.kind == "explicit"}
+    through = model.tape.backward(loss, through=explicit) if explicit else grads
+    for name, t in model.params.items():
+        pairs[name][loss_name].counterfactual_norm = grad_norm(through, t)
+
+
+def cut_norm(model, loss, grads, cut) -> float:
+    """The norm of the gradient this one stop removes, over all parameters."""
+    return norm_of_difference(model.tape.backward(loss, through={cut.index}), grads, model.params)
+
+
+def stop_reports(graph, stop_cuts: dict) -> list:
+    cuts = {c.index: c for c in graph.all_cuts()}
+    for flow, _ in stop_cuts.values():
+        cuts.update({c.index: c for c in flow.behind})
+    reports = []
+    for index in sorted(cuts):
+        cut, per_loss = cuts[index], {}
+        for loss_name, (flow, norms) in stop_cuts.items():
+            names = flow.behind.get(cut, set())
+            blocks = [n for n in graph.params if n in names and graph.params[n].index not in flow.open]
+            partial = [n for n in graph.params if n in names and graph.params[n].index in flow.open]
+            norm = None if norms is None or cut.kind != "explicit" else norms.get(cut, 0.0)
+            per_loss[loss_name] = {"blocks": blocks, "partial": partial, "cut_norm": norm}
+        redundant = cut.kind == "explicit" and not any(v["blocks"] or v["partial"] for v in per_loss.values())
+        reports.append(StopReport(cut, per_loss, redundant))
+    return reports
+
+
+def model_info(model, structural: bool) -> dict:
+    return {"name": model.name, "path": model.path, "mode": "structural" if structural else "numeric",
+            "seed": model.seed, "dims": dict(model.dims), "nodes": len(model.tape.nodes),
+            "params": len(model.params), "param_count": model.param_count}
+
+
+def loss_reports(model, structural: bool) -> list:
+    out = []
+    for name, spec in model.spec.losses.items():
+        value = None if structural else float(np.asarray(model.losses[name].value))
+        wrt = None if spec.wrt is None else [glob for glob, _ in spec.wrt]
+        out.append(LossReport(name, value, spec.place.line, wrt))
+    return out

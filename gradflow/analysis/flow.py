@@ -1,0 +1,134 @@
+"""Structural reachability: flows / blocked / unreachable, and which cuts are responsible.
+
+Decided from the graph alone, never from numbers: an edge carries gradient when
+its op has a rule for that input (not ``None``) and the input is a float tensor.
+For one loss:
+
+- *reached*: nodes with any path to the loss;
+- *open*: nodes with a path of gradient-carrying edges to the loss.
+
+A parameter that is open *flows* (numbers may still make it ``zero``); one that
+is reached but not open is *blocked*; one not reached is *unreachable*. A cut is
+the node where an open path meets a cut edge: the first cut seen walking back
+from the loss. Its ``cut_by`` lists those, so removing one of them is what lets
+gradient further back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIND_OF_OP = {"stop": "explicit", "implicit": "implicit"}
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A node that cuts gradient: an explicit stop-gradient or a non-differentiable op."""
+    index: int            # tape index
+    node: str             # graph entry holding it
+    op: str
+    kind: str             # explicit | implicit
+    line: int
+    col: int
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "op": self.op, "kind": self.kind, "line": self.line, "col": self.col}
+
+
+@dataclass
+class LossFlow:
+    """The structural facts of one loss."""
+    reached: set
+    open: set
+    behind: dict          # Cut -> set of parameter names upstream of its cut edges
+
+    def status(self, param) -> str:
+        if param.index in self.open:
+            return "flows"
+        return "blocked" if param.index in self.reached else "unreachable"
+
+    def cuts_of(self, name: str) -> list:
+        return sorted((c for c, names in self.behind.items() if name in names), key=lambda c: c.index)
+
+
+class Graph:
+    """Adjacency and cut classification of one tape, shared by every loss."""
+
+    def __init__(self, tape, params: dict):
+        self.nodes = tape.nodes
+        self.params = params
+        self.param_names = {t.index: name for name, t in params.items()}
+        # Which nodes have a parameter upstream: only edges from those matter.
+        upstream = [False] * len(self.nodes)
+        for node in self.nodes:
+            upstream[node.index] = node.index in self.param_names or any(upstream[p.index] for p in node.parents)
+        self.upstream = upstream
+        self.children = [[] for _ in self.nodes]
+        for node in self.nodes:
+            for parent in node.parents:
+                self.children[parent.index].append(node)
+
+    def edges(self, node):
+        """(parent, carries_gradient) for each input with a parameter upstream."""
+        if node.op is None:
+            return ()
+        rules = node.op.vjps_for(len(node.parents))
+        return [(p, rules[k] is not None and p.dtype.kind == "f")
+                for k, p in enumerate(node.parents) if self.upstream[p.index]]
+
+    def cut_at(self, node, parent) -> Cut:
+        """Whom to blame for the cut edge node <- parent: the op that has no gradient rule,
+        or, when ``node`` only drops an index/condition input, the cut op that produced it."""
+        culprit = node
+        if node.op.kind not in KIND_OF_OP and parent.op is not None and parent.op.kind in KIND_OF_OP:
+            culprit = parent
+        kind = KIND_OF_OP.get(culprit.op.kind, "implicit")
+        info = culprit.meta
+        return Cut(culprit.index, info.entry if info else f"#{culprit.index}", culprit.op.name, kind,
+                   info.line if info else 0, info.col if info else 0)
+
+    def flow(self, loss) -> LossFlow:
+        reached, open_, cut_edges = {loss.index}, {loss.index}, []
+        stack = [loss]
+        while stack:                       # open set, noting cut edges at its border
+            node = stack.pop()
+            for parent, carries in self.edges(node):
+                if carries and parent.index not in open_:
+                    open_.add(parent.index)
+                    stack.append(parent)
+                elif not carries:
+                    cut_edges.append((node, parent))
+        stack = [self.nodes[i] for i in open_]
+        reached |= open_
+        while stack:                       # everything with any path to the loss
+            node = stack.pop()
+            for parent, _ in self.edges(node):
+                if parent.index not in reached:
+                    reached.add(parent.index)
+                    stack.append(parent)
+        behind: dict = {}
+        for node, parent in cut_edges:
+            behind.setdefault(self.cut_at(node, parent), set()).update(self.params_above(parent))
+        return LossFlow(reached, open_, behind)
+
+    def params_above(self, node) -> set:
+        seen, stack, found = {node.index}, [node], set()
+        while stack:
+            current = stack.pop()
+            if current.index in self.param_names:
+                found.add(self.param_names[current.index])
+            for parent, _ in self.edges(current):
+                if parent.index not in seen:
+                    seen.add(parent.index)
+                    stack.append(parent)
+        return found
+
+    def all_cuts(self) -> list:
+        """Every explicit stop and implicit cut op in the graph, in tape order."""
+        out = []
+        for node in self.nodes:
+            if node.op is not None and node.op.kind in KIND_OF_OP:
+                info = node.meta
+                out.append(Cut(node.index, info.entry if info else f"#{node.index}", node.op.name,
+                               KIND_OF_OP[node.op.kind], info.line if info else 0, info.col if info else 0))
+        return out

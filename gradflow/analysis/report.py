@@ -1,0 +1,128 @@
+"""The report: dataclasses for every (parameter, loss) pair, cut and finding, and
+``to_dict()``, which is the JSON document of the specification (keys and list
+orders stable, parameters in file order, so reports diff cleanly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FORMAT = 1
+
+
+@dataclass
+class Pair:
+    """What one loss sends into one parameter."""
+    status: str                     # flows | zero | blocked | unreachable
+    norm: float | None = None
+    max_abs: float | None = None
+    zero_fraction: float | None = None
+    nonfinite: int | None = None
+    cut_by: list = field(default_factory=list)            # [Cut]
+    partially_cut_by: list = field(default_factory=list)  # [Cut]
+    dies_at: list = field(default_factory=list)           # [Cut-shaped places]
+    counterfactual_norm: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "norm": self.norm, "max_abs": self.max_abs,
+                "zero_fraction": self.zero_fraction, "nonfinite": self.nonfinite,
+                "cut_by": [c.to_dict() for c in self.cut_by],
+                "partially_cut_by": [c.to_dict() for c in self.partially_cut_by],
+                "dies_at": [c.to_dict() for c in self.dies_at],
+                "counterfactual_norm": self.counterfactual_norm}
+
+
+@dataclass
+class ParamReport:
+    name: str
+    shape: tuple
+    size: int
+    line: int
+    grads: dict                     # loss -> Pair
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "size": self.size, "line": self.line,
+                "grads": {loss: pair.to_dict() for loss, pair in self.grads.items()}}
+
+
+@dataclass
+class StopReport:
+    cut: object                     # flow.Cut
+    cuts: dict                      # loss -> {"blocks": [...], "partial": [...], "cut_norm": float|None}
+    redundant: bool
+
+    def to_dict(self) -> dict:
+        return {**self.cut.to_dict(), "cuts": self.cuts, "redundant": self.redundant}
+
+
+@dataclass
+class LossReport:
+    name: str
+    value: float | None
+    line: int
+    wrt: list | None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "line": self.line, "wrt": self.wrt}
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str                   # error | warning
+    message: str
+    path: str
+    line: int
+    col: int
+    loss: str | None = None
+    param: str | None = None
+    node: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Report:
+    """Everything gradflow found out about one model."""
+    model: dict                     # name, path, mode, seed, dims, nodes, params, param_count
+    losses: list                    # [LossReport]
+    params: list                    # [ParamReport], file order
+    stops: list                     # [StopReport]
+    findings: list = field(default_factory=list)   # [Finding]
+    grads: dict = field(default_factory=dict)      # (loss, param) -> array, for flows/zero pairs
+    version: str = ""
+
+    def pair(self, param: str, loss: str) -> Pair:
+        for p in self.params:
+            if p.name == param:
+                if loss not in p.grads:
+                    raise KeyError(f"no loss {loss!r}")
+                return p.grads[loss]
+        raise KeyError(f"no parameter {param!r}")
+
+    def status(self, param: str, loss: str) -> str:
+        return self.pair(param, loss).status
+
+    def grad(self, param: str, loss: str) -> np.ndarray | None:
+        """The gradient array (None in structural mode, or where no gradient reaches)."""
+        self.pair(param, loss)
+        return self.grads.get((loss, param))
+
+    @property
+    def errors(self) -> int:
+        return sum(f.severity == "error" for f in self.findings)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.severity == "warning" for f in self.findings)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "gradflow_version": self.version, "model": self.model,
+                "losses": [l.to_dict() for l in self.losses],
+                "params": [p.to_dict() for p in self.params],
+                "stops": [s.to_dict() for s in self.stops],
+                "findings": [f.to_dict() for f in self.findings],
+                "summary": {"errors": self.errors, "warnings": self.warnings}}

@@ -1,0 +1,221 @@
+"""ModelSpec -> Model: a lazy tape whose every shape is known before any array exists.
+
+``build`` records the whole graph with shapes and dtypes only (modules expanded
+into instances, ``repeat`` unrolled). ``Model.materialize`` then fills in the
+initial values (or loaded weights) and runs the forward pass. Between the two,
+``Model.memory_estimate`` says what the numeric run will need.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradflow.engine import Tape, Tensor
+from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
+from gradflow.model.init import default_init, generator, initial_value
+from gradflow.model.modules import ModuleCalls, check_module_cycles
+from gradflow.model.spec import ModelSpec, Place, TensorSpec
+
+MAX_ELEMENTS = 10 ** 14      # per tensor: beyond any real model, and beyond what numpy can index sanely
+MAX_NODES = 2_000_000        # per model, after expanding modules and repeat
+
+
+@dataclass
+class Model:
+    """A built model: the spec, its lazy tape and the named tensors on it."""
+    spec: ModelSpec
+    dims: dict
+    seed: int
+    tape: Tape
+    inputs: dict = field(default_factory=dict)       # name -> Tensor
+    params: dict = field(default_factory=dict)       # name -> Tensor, file order then instances
+    places: dict = field(default_factory=dict)       # param or input name -> Place
+    entries: dict = field(default_factory=dict)      # top-level graph name -> Tensor
+    losses: dict = field(default_factory=dict)       # loss name -> scalar Tensor
+    inits: dict = field(default_factory=dict)        # leaf name -> (kind, args) or ("value", array)
+    weights: dict = field(default_factory=dict)      # leaf name -> array loaded from --weights
+    warnings: list = field(default_factory=list)
+    materialized: bool = False
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def param_count(self) -> int:
+        return sum(t.size for t in self.params.values())
+
+    def memory_estimate(self) -> int:
+        """Bytes a numeric run holds at its peak: every value, plus a gradient for each node
+        that can receive one (twice over while a counterfactual sweep runs)."""
+        total = 0
+        for node in self.tape.nodes:
+            nbytes = node.size * node.dtype.itemsize
+            total += nbytes * (3 if node.requires_grad else 1)
+        return total
+
+    def materialize(self) -> None:
+        """Give every leaf its initial (or loaded) value and run the forward pass."""
+        for name, tensor in {**self.inputs, **self.params}.items():
+            if tensor.value is not None:
+                continue
+            if name in self.weights:
+                tensor.value = np.asarray(self.weights[name], dtype=tensor.dtype)
+                continue
+            kind, args = self.inits[name]
+            if kind == "value":
+                tensor.value = np.asarray(args, dtype=tensor.dtype).reshape(tensor.shape)
+            else:
+                rng = generator(self.seed, name)
+                tensor.value = initial_value(kind, args, tensor.shape, tensor.dtype, rng)
+        self.tape.run()
+        self.materialized = True
+
+
+class Builder(ModuleCalls):
+    """Records one ModelSpec onto a lazy tape."""
+
+    def __init__(self, spec: ModelSpec, dims: dict | None = None, seed: int | None = None,
+                 dtype=np.float64):
+        self.spec = spec
+        self.path = spec.path
+        self.tape = Tape(dtype, eager=False)
+        self.model = Model(spec, self.resolve_dims(dims or {}), spec.seed if seed is None else seed, self.tape)
+        self.instances: dict[str, dict] = {}    # instance path -> its params (local name -> Tensor)
+
+    def fail(self, message, place) -> ModelError:
+        return ModelError(message, self.path, place.line, place.col)
+
+    def resolve_dims(self, overrides: dict) -> dict:
+        dims = {name: value for name, (value, _) in self.spec.dims.items()}
+        for name, value in overrides.items():
+            if name not in dims:
+                raise ModelError(f"--dim {name}: the model has no dim {name!r}{did_you_mean(name, dims)}",
+                                 self.path, 1, 1)
+            if not isinstance(value, int) or value < 1:
+                raise ModelError(f"--dim {name}: must be a positive integer, got {value!r}", self.path, 1, 1)
+            dims[name] = value
+        return dims
+
+    # -- the whole model ---------------------------------------------------------
+    def build(self) -> Model:
+        spec, model = self.spec, self.model
+        check_module_cycles(spec)
+        for name, t in spec.inputs.items():
+            model.inputs[name] = self.leaf(name, t, model.dims, is_param=False)
+        for name, t in spec.params.items():
+            model.params[name] = self.leaf(name, t, model.dims, is_param=True)
+        tensors = {**model.inputs, **model.params}
+        scope = Scope("", tensors, model.dims, later_names(spec.graph), "the graph")
+        self.run_graph(spec.graph, scope)
+        model.entries = {n: tensors[n] for e in spec.graph for n in e.targets}
+        for name, loss in spec.losses.items():
+            model.losses[name] = self.loss_tensor(name, loss.place, tensors)
+        return model
+
+    def loss_tensor(self, name: str, place: Place, tensors: dict) -> Tensor:
+        entries = {n for e in self.spec.graph for n in e.targets}
+        if name not in entries:
+            raise self.fail(f"loss {name!r} is not a graph entry{did_you_mean(name, entries)}", place)
+        t = tensors[name]
+        if t.shape != ():
+            raise self.fail(f"loss {name!r} has shape {list(t.shape)}, but a loss must be a scalar: "
+                            f"reduce it, e.g. mean({name})", place)
+        if t.dtype.kind != "f":
+            raise self.fail(f"loss {name!r} is an integer tensor; it cannot carry a gradient", place)
+        return t
+
+    def run_graph(self, graph: list, scope: Scope) -> None:
+        for entry in graph:
+            scope.current = entry
+            qualified = scope.prefix + entry.key
+            if entry.tree is None:
+                value = self.tape.constant(entry.number)
+                value.meta = NodeInfo(qualified, "constant", entry.origin.line, entry.origin.col)
+            else:
+                value = Evaluator(self, scope, qualified).eval(entry.tree)
+            self.bind_targets(entry, value, scope)
+            for target in entry.targets:
+                scope.later.pop(target, None)
+
+    def bind_targets(self, entry, value, scope: Scope) -> None:
+        if isinstance(value, tuple) and all(isinstance(v, Tensor) for v in value):
+            if len(value) != len(entry.targets):
+                raise self.fail(f"{entry.key!r}: the value has {len(value)} outputs but "
+                                f"{len(entry.targets)} name(s) receive them", entry.place)
+            scope.tensors.update(zip(entry.targets, value))
+            return
+        if len(entry.targets) > 1:
+            raise self.fail(f"{entry.key!r}: one value cannot be unpacked into "
+                            f"{len(entry.targets)} names", entry.place)
+        if not isinstance(value, Tensor):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise self.fail(f"graph entry {entry.key!r} is not a tensor", entry.origin)
+            value = self.tape.constant(value)
+        scope.tensors[entry.targets[0]] = value
+
+    # -- leaves --------------------------------------------------------------------
+    def leaf(self, name: str, t: TensorSpec, dims: dict, is_param: bool) -> Tensor:
+        if is_param and t.dtype == "int":
+            raise self.fail(f"param {name!r} cannot be an integer tensor", t.place)
+        shape = self.concrete_shape(t.shape, dims, name, t.shape_place or t.place)
+        is_int = t.dtype == "int"
+        init = t.init
+        if init is None:
+            self.model.inits[name] = default_init(shape, is_param, is_int)
+        elif init.kind == "value":
+            if np.shape(init.value) != shape and int(np.prod(shape)) != np.size(init.value):
+                raise self.fail(f"value of {name!r} has shape {list(np.shape(init.value))}, "
+                                f"but the shape is {list(shape)}", init.place)
+            self.model.inits[name] = ("value", init.value)
+        else:
+            if init.kind == "randint" and not is_int:
+                raise self.fail(f"randint initialises integer inputs; give {name!r} dtype: int", init.place)
+            args = tuple(self.dim_value(a, dims, init.place) for a in init.args)
+            self.model.inits[name] = (init.kind, args)
+        dtype = np.int64 if is_int else self.tape.dtype
+        tensor = self.tape.leaf(shape=shape, dtype=dtype, requires_grad=is_param,
+                                meta=NodeInfo(name, "param" if is_param else "input", t.place.line, t.place.col))
+        self.model.places[name] = t.place
+        self.admit(tensor, t.place)
+        return tensor
+
+    def concrete_shape(self, shape: tuple, dims: dict, name: str, place: Place) -> tuple:
+        return tuple(self.dim_value(n, dims, place) for n in shape)
+
+    def dim_value(self, value, dims: dict, place: Place):
+        if isinstance(value, str):
+            if value not in dims:
+                raise self.fail(f"unknown dim {value!r}{did_you_mean(value, dims)}", place)
+            return dims[value]
+        return value
+
+    def admit(self, tensor: Tensor, at) -> None:
+        """Refuse absurd tensors and runaway graphs as they are recorded."""
+        line, col = (at.line, at.col) if isinstance(at, Place) else (at.lineno, at.col_offset)
+        if tensor.size > MAX_ELEMENTS:
+            raise ModelError(f"tensor of shape {list(tensor.shape)} has {tensor.size:.3g} elements "
+                             f"(more than {MAX_ELEMENTS:.0e}); check the dims", self.path, line, col)
+        if len(self.tape.nodes) > MAX_NODES:
+            raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules",
+                             self.path, line, col)
+
+    def seed_for(self, entry: str, node: ast.AST) -> int:
+        """A dropout mask's seed: the model seed, the entry and the call's place."""
+        text = f"{self.model.seed}/{entry}/{node.lineno}/{node.col_offset}/{len(self.tape.nodes)}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+
+def build(spec: ModelSpec, dims: dict | None = None, seed: int | None = None, dtype=np.float64) -> Model:
+    return Builder(spec, dims, seed, dtype).build()
+

@@ -1,0 +1,269 @@
+"""Checked expression trees -> tape nodes: one handler per allowed ``ast`` node type.
+
+Values are either tape Tensors or static Python values (numbers, dim sizes,
+tuples, slices, strings for keyword arguments). Static numbers are folded; a
+static value in a tensor position becomes a constant; a tensor where a static
+argument (``axis``, a shape, an index) is expected is an error with a place.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from gradflow.engine import ALIASES, OPS, Tensor
+from gradflow.engine.ops import REQUIRED
+from gradflow.errors import ModelError, ShapeError, did_you_mean
+from gradflow.model.expr import BINARY, COMPARE, dotted_name
+
+FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the analysis needs to name a tape node: its graph entry, op and place."""
+    entry: str
+    op: str
+    line: int
+    col: int
+
+
+class Scope:
+    """Names visible to one graph: tensors so far, and dim sizes."""
+
+    def __init__(self, prefix: str, tensors: dict, dims: dict, later: dict, what: str):
+        self.prefix = prefix          # "" at top level, "critic." inside instance critic
+        self.tensors = tensors        # name -> Tensor or tuple of Tensors
+        self.dims = dims              # name -> int
+        self.later = later            # graph names defined further down -> their entry keys
+        self.what = what              # "graph" or "module 'mlp'"
+        self.current = None           # the Entry being evaluated
+
+
+def later_names(graph: list) -> dict:
+    """Graph names not yet defined -> their Entry (for forward references and cycles)."""
+    return {target: entry for entry in graph for target in entry.targets}
+
+
+class Evaluator:
+    """Evaluates one expression tree in a scope, recording ops on the builder's tape."""
+
+    def __init__(self, builder, scope: Scope, entry: str):
+        self.builder = builder
+        self.tape = builder.tape
+        self.scope = scope
+        self.entry = entry            # qualified entry name for reports ("critic.h")
+
+    def fail(self, node, message) -> ModelError:
+        return ModelError(message, self.builder.path, node.lineno, node.col_offset)
+
+    def tensor(self, node) -> Tensor:
+        value = self.eval(node)
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return self.tape.constant(value)
+        raise self.fail(node, f"expected a tensor, got {static_text(value)}")
+
+    def static(self, node, what: str):
+        value = self.eval(node)
+        if isinstance(value, Tensor) or isinstance(value, tuple) and any(isinstance(v, Tensor) for v in value):
+            raise self.fail(node, f"{what} must be a constant, not a tensor")
+        return value
+
+    def eval(self, node):
+        handler = getattr(self, "eval_" + type(node).__name__, None)
+        if handler is None:  # expr.check refused these already; keep the engine safe regardless
+            raise self.fail(node, f"{type(node).__name__} is not allowed")
+        return handler(node)
+
+    # -- leaves ------------------------------------------------------------------
+    def eval_Constant(self, node):
+        return node.value
+
+    def eval_Name(self, node):
+        return self.lookup(node.id, node)
+
+    def eval_Attribute(self, node):
+        return self.lookup(dotted_name(node), node)
+
+    def lookup(self, name: str, node):
+        scope = self.scope
+        if name in scope.tensors:
+            return scope.tensors[name]
+        if name in scope.dims:
+            return scope.dims[name]
+        if name in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[name]
+        if name in scope.later:
+            raise self.fail(node, self.builder.forward_reference(scope, name))
+        if name in self.builder.spec.params or name in self.builder.spec.inputs:
+            raise self.fail(node, f"{name!r} is not visible in {scope.what}: "
+                                  "pass it in as a module input")
+        hint = did_you_mean(name, list(scope.tensors) + list(scope.dims))
+        raise self.fail(node, f"undefined name {name!r}{hint}")
+
+    def eval_List(self, node):
+        return tuple(self.eval(e) for e in node.elts)
+
+    eval_Tuple = eval_List
+
+    # -- arithmetic ----------------------------------------------------------------
+    def eval_UnaryOp(self, node):
+        value = self.eval(node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return value
+        if isinstance(value, Tensor):
+            return self.apply("neg", node, value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value
+        raise self.fail(node, f"cannot negate {static_text(value)}")
+
+    def eval_BinOp(self, node):
+        name = BINARY[type(node.op)]
+        a, b = self.eval(node.left), self.eval(node.right)
+        if is_number(a) and is_number(b):
+            return self.fold(name, a, b, node)
+        return self.apply(name, node, self.as_tensor(a, node.left), self.as_tensor(b, node.right))
+
+    def eval_Compare(self, node):
+        name = COMPARE[type(node.ops[0])]
+        return self.apply(name, node, self.tensor(node.left), self.tensor(node.comparators[0]))
+
+    def as_tensor(self, value, node):
+        if isinstance(value, Tensor):
+            return value
+        if is_number(value):
+            return self.tape.constant(value)
+        raise self.fail(node, f"expected a tensor or a number, got {static_text(value)}")
+
+    def fold(self, name, a, b, node):
+        if name == "matmul":
+            raise self.fail(node, "'@' needs tensors, not numbers")
+        if name == "pow" and (abs(b) > 64 or abs(a) > 2 ** 64):
+            raise self.fail(node, "constant power too large")
+        try:
+            return FOLD[name](a, b)
+        except (ZeroDivisionError, OverflowError) as e:
+            raise self.fail(node, f"constant arithmetic failed: {e}") from None
+
+    # -- calls -----------------------------------------------------------------------
+    def eval_Call(self, node):
+        name = dotted_name(node.func)
+        if name == "repeat":
+            return self.builder.call_repeat(self, node)
+        if self.builder.is_callable_module(self.scope, name):
+            return self.builder.call_module(self, name, node)
+        op_name = ALIASES.get(name, name)
+        if op_name not in OPS:
+            candidates = list(OPS) + list(ALIASES) + self.builder.callable_names(self.scope)
+            raise self.fail(node.func, f"unknown op {name!r}{did_you_mean(name, candidates)}")
+        return self.call_op(OPS[op_name], node)
+
+    def call_op(self, op, node):
+        tensors, attrs = self.bind(op, node)
+        if op.name == "dropout" and "seed" not in attrs:
+            attrs["seed"] = self.builder.seed_for(self.entry, node)
+        return self.apply(op, node, *tensors, **attrs)
+
+    def bind(self, op, node):
+        """Match a call's arguments to the op's tensor inputs and static attributes."""
+        args = list(node.args)
+        if op.variadic:
+            if not args or not isinstance(args[0], (ast.List, ast.Tuple)):
+                raise self.fail(node, f"{op.name}() takes a list of tensors first, e.g. {op.name}([a, b], axis=0)")
+            tensor_nodes, args = list(args[0].elts), args[1:]
+            names = []
+        else:
+            names = list(op.inputs)
+            tensor_nodes, args = args[:len(names)], args[len(names):]
+        attr_names = list(op.attrs)
+        if len(args) > len(attr_names):
+            raise self.fail(args[len(attr_names)], f"{op.name}() takes {signature(op)}: too many arguments")
+        attr_nodes = dict(zip(attr_names, args))
+        given = dict(zip(names, tensor_nodes))
+        for kw in node.keywords:
+            if kw.arg in given or kw.arg in attr_nodes:
+                raise self.fail(kw, f"{op.name}() got argument {kw.arg!r} twice")
+            if kw.arg in names:
+                given[kw.arg] = kw.value
+            elif kw.arg in op.attrs:
+                attr_nodes[kw.arg] = kw.value
+            else:
+                hint = did_you_mean(kw.arg, names + attr_names)
+                raise self.fail(kw, f"{op.name}() has no argument {kw.arg!r}{hint}; it takes {signature(op)}")
+        missing = [n for n in names if n not in given] + [
+            n for n in attr_names if op.attrs[n] is REQUIRED and n not in attr_nodes]
+        if missing or (op.variadic and not tensor_nodes):
+            raise self.fail(node, f"{op.name}() takes {signature(op)}: missing {', '.join(missing) or 'tensors'}")
+        tensors = [self.tensor(given[n]) for n in names] if names else [self.tensor(t) for t in tensor_nodes]
+        attrs = {k: self.static(v, f"argument {k!r} of {op.name}()") for k, v in attr_nodes.items()}
+        return tensors, attrs
+
+    # -- subscripts ----------------------------------------------------------------
+    def eval_Subscript(self, node):
+        x = self.tensor(node.value)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = [self.index_item(item) for item in items]
+        tensor_at = [i for i, v in enumerate(index) if isinstance(v, Tensor)]
+        if len(tensor_at) > 1:
+            raise self.fail(node, "only one tensor index is allowed in a subscript")
+        if not tensor_at:
+            return self.apply("getitem", node, x, index=tuple(index))
+        k = tensor_at[0]
+        idx = index[k]
+        if any(not isinstance(v, slice) and v is not Ellipsis for v in index[:k] + index[k + 1:]):
+            raise self.fail(node, "a tensor index can only be combined with ':' and '...'")
+        before = index[:k]
+        axis = sum(v is not Ellipsis for v in before)
+        if Ellipsis in before:  # '...' stands for every axis the other items do not consume
+            axis += len(x.shape) - (len(index) - 1)
+        index[k] = slice(None)
+        if any(v != slice(None) for v in index if v is not Ellipsis):
+            x = self.apply("getitem", node, x, index=tuple(index))
+        return self.apply("take", node, x, idx, axis=axis)
+
+    def eval_Slice(self, node):
+        parts = [None if p is None else self.static(p, "a slice bound") for p in (node.lower, node.upper, node.step)]
+        if any(p is not None and (not isinstance(p, int) or isinstance(p, bool)) for p in parts):
+            raise self.fail(node, "slice bounds must be integers")
+        return slice(*parts)
+
+    def index_item(self, item):
+        value = self.eval(item)
+        if isinstance(value, Tensor) or value is None or value is Ellipsis or isinstance(value, slice):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise self.fail(item, f"an index must be an integer, a slice, None, ... or an integer tensor, "
+                              f"not {static_text(value)}")
+
+    # -- recording -------------------------------------------------------------------
+    def apply(self, op, node, *tensors, **attrs) -> Tensor:
+        name = op if isinstance(op, str) else op.name
+        info = NodeInfo(self.entry, name, node.lineno, node.col_offset)
+        try:
+            out = self.tape.apply(op, *tensors, meta=info, **attrs)
+        except (ShapeError, TypeError, ValueError) as e:
+            raise self.fail(node, f"graph.{self.entry} ({self.builder.path}:{node.lineno}): {e}") from None
+        self.builder.admit(out, node)
+        return out
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def signature(op) -> str:
+    inputs = ["[tensors]"] if op.variadic else list(op.inputs)
+    attrs = [k if v is REQUIRED else f"{k}={v!r}" for k, v in op.attrs.items()]
+    return f"({', '.join(inputs + attrs)})"
+
+
+def static_text(value) -> str:
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, tuple):
+        return "a list"
+    return repr(value)

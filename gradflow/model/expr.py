@@ -1,0 +1,152 @@
+"""Graph expressions: Python syntax, parsed with ``ast`` and checked against an allowlist.
+
+Nothing is ever evaluated by Python. ``parse_expression`` returns a checked
+``ast`` tree whose nodes carry *file* positions (``lineno`` is the file line,
+``col_offset`` the 1-based file column), so every later error has a place.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.spec import Init, Place
+
+MAX_CHARS = 10_000
+MAX_DEPTH = 100
+
+BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+          ast.MatMult: "matmul"}
+COMPARE = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal",
+           ast.Eq: "equal", ast.NotEq: "not_equal"}
+UNARY = (ast.USub, ast.UAdd)
+# Friendly names for what people try and we refuse.
+REFUSED = {ast.Lambda: "lambda", ast.IfExp: "a conditional expression", ast.BoolOp: "'and'/'or'",
+           ast.ListComp: "a comprehension", ast.GeneratorExp: "a comprehension",
+           ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.Dict: "a dict",
+           ast.Set: "a set", ast.Starred: "'*' unpacking", ast.JoinedStr: "an f-string",
+           ast.NamedExpr: "':='", ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield"}
+INIT_ARITY = {"normal": (0, 2), "uniform": (2,), "glorot": (0,), "he": (0,), "zeros": (0,),
+              "ones": (0,), "constant": (1,), "randint": (2,)}
+
+
+def parse_expression(text: str, path: str, origin: Place, quoted: bool = False) -> ast.expr:
+    """Parse and check one graph expression; its nodes get file positions."""
+    if len(text) > MAX_CHARS:
+        raise ModelError(f"expression longer than {MAX_CHARS} characters", path, origin.line, origin.col)
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        col = origin.col + int(quoted) + max((e.offset or 1) - 1, 0) + indent_of(text)
+        raise ModelError(f"invalid expression: {e.msg}", path, origin.line + (e.lineno or 1) - 1,
+                         col) from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ModelError("expression nested too deeply", path, origin.line, origin.col) from None
+    relocate(tree, origin, int(quoted) + indent_of(text))
+    check(tree, path)
+    return tree
+
+
+def indent_of(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def relocate(tree: ast.AST, origin: Place, shift: int) -> None:
+    """Turn the parser's positions inside the string into file positions."""
+    for node in ast.walk(tree):
+        if hasattr(node, "lineno"):
+            first_line = node.lineno == 1
+            node.lineno = origin.line + node.lineno - 1
+            node.col_offset = node.col_offset + 1 + (origin.col - 1 + shift if first_line else 0)
+
+
+def check(tree: ast.expr, path: str) -> None:
+    """Walk the tree (iteratively) and refuse anything outside the allowlist."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise refuse(node, path, f"expression nested deeper than {MAX_DEPTH} levels")
+        problem = refusal(node)
+        if problem:
+            raise refuse(node, path, problem)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node)
+                     if not isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop)))
+
+
+def refuse(node, path, message) -> ModelError:
+    return ModelError(message, path, getattr(node, "lineno", None), getattr(node, "col_offset", None))
+
+
+def refusal(node: ast.AST) -> str | None:
+    """Why this node is not allowed, or None when it is."""
+    if type(node) in REFUSED:
+        return f"{REFUSED[type(node)]} is not allowed in a graph expression"
+    if isinstance(node, ast.Name):
+        return "names starting with '__' are not allowed" if node.id.startswith("__") else None
+    if isinstance(node, ast.Attribute):
+        return None if dotted_name(node) else "attribute access is not allowed (names are dotted identifiers)"
+    if isinstance(node, ast.Constant):
+        ok = node.value is None or node.value is Ellipsis or isinstance(node.value, (int, float, str))
+        return None if ok else f"the constant {node.value!r} is not allowed"
+    if isinstance(node, ast.UnaryOp):
+        return None if isinstance(node.op, UNARY) else f"the operator '{op_text(node.op)}' is not allowed"
+    if isinstance(node, ast.BinOp):
+        return None if type(node.op) in BINARY else f"the operator '{op_text(node.op)}' is not allowed"
+    if isinstance(node, ast.Compare):
+        if len(node.ops) > 1:
+            return "chained comparisons are not allowed: compare two values at a time"
+        return None if type(node.ops[0]) in COMPARE else f"the operator '{op_text(node.ops[0])}' is not allowed"
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute) and not dotted_name(node.func):
+            return "method calls are not allowed: call ops by name, e.g. sum(x)"
+        if not isinstance(node.func, (ast.Name, ast.Attribute)):
+            return "only ops and modules can be called"
+        if any(k.arg is None for k in node.keywords):
+            return "'**' unpacking is not allowed"
+        return None
+    if isinstance(node, (ast.List, ast.Tuple, ast.Subscript, ast.Slice, ast.keyword)):
+        return None
+    return f"{type(node).__name__} is not allowed in a graph expression"
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """'a.b.c' for a chain of attribute accesses on a plain name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def op_text(op) -> str:
+    return {ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+            ast.LShift: "<<", ast.RShift: ">>", ast.Not: "not", ast.Invert: "~", ast.Is: "is",
+            ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}.get(type(op), type(op).__name__)
+
+
+def parse_init(text: str, path: str, origin: Place, quoted: bool = False) -> Init:
+    """``normal``, ``normal(0, 0.02)``, ``randint(0, actions)``...: numbers or dim names as arguments."""
+    tree = parse_expression(text, path, origin, quoted)
+    call = tree if isinstance(tree, ast.Call) else None
+    name = dotted_name(call.func if call else tree)
+    if name not in INIT_ARITY:
+        raise refuse(tree, path, f"unknown init {name or text!r}{did_you_mean(name or text, INIT_ARITY)}")
+    args = []
+    for arg in call.args if call else ():
+        if isinstance(arg, ast.Name):
+            args.append(arg.id)
+        elif isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float)) and not isinstance(arg.value, bool):
+            args.append(arg.value)
+        elif isinstance(arg, ast.UnaryOp) and isinstance(arg.operand, ast.Constant) and isinstance(arg.operand.value, (int, float)):
+            args.append(-arg.operand.value if isinstance(arg.op, ast.USub) else arg.operand.value)
+        else:
+            raise refuse(arg, path, "init arguments must be numbers or dim names")
+    if call and call.keywords:
+        raise refuse(call.keywords[0], path, "init takes positional arguments only")
+    if len(args) not in INIT_ARITY[name]:
+        raise refuse(tree, path, f"{name} takes {' or '.join(map(str, INIT_ARITY[name]))} arguments, got {len(args)}")
+    return Init(name, tuple(args), place=Place(tree.lineno, tree.col_offset))

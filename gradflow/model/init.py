@@ -1,0 +1,51 @@
+"""Initial values of parameters and inputs.
+
+A tensor's values depend only on the model's seed and the tensor's own name
+(the generator is seeded from both), so adding a parameter never changes the
+initial values of another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+
+def generator(seed: int, name: str) -> np.random.Generator:
+    digest = hashlib.sha256(name.encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+
+
+def fans(shape: tuple) -> tuple[int, int]:
+    """(fan_in, fan_out): [in, out] for a matrix used as x @ w; OIHW for conv kernels."""
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = int(np.prod(shape[2:]))
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def initial_value(kind: str, args: tuple, shape: tuple, dtype, rng: np.random.Generator):
+    """One tensor's values; ``args`` are numbers (dim names already resolved)."""
+    if kind == "normal":
+        mean, std = args or (0.0, 1.0)
+        return rng.normal(mean, std, size=shape).astype(dtype)
+    if kind == "uniform":
+        return rng.uniform(args[0], args[1], size=shape).astype(dtype)
+    if kind == "glorot":
+        fan_in, fan_out = fans(shape)
+        bound = np.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-bound, bound, size=shape).astype(dtype)
+    if kind == "he":
+        return rng.normal(0.0, np.sqrt(2.0 / fans(shape)[0]), size=shape).astype(dtype)
+    if kind == "randint":
+        return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype)
+    fill = {"zeros": 0, "ones": 1}.get(kind, args[0] if args else 0)
+    return np.full(shape, fill, dtype=dtype)
+
+
+def default_init(shape: tuple, is_param: bool, is_int: bool) -> tuple[str, tuple]:
+    """glorot for >= 2-D parameters, zeros for 0/1-D ones; normal(0, 1) for float inputs, zeros for int."""
+    if is_param:
+        return ("glorot", ()) if len(shape) >= 2 else ("zeros", ())
+    return ("zeros", ()) if is_int else ("normal", (0.0, 1.0))

@@ -1,0 +1,350 @@
+"""Model file -> validated ModelSpec. Every rejection names FILE:LINE:COL.
+
+The YAML is read by ``source.parse_yaml`` (line/column marks, duplicate keys
+refused, no tags, bounded aliases); this module checks the format's sections and
+parses each graph expression with the allowlist of ``expr.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gradflow.engine import ALIASES, OPS
+from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.expr import parse_expression, parse_init
+from gradflow.model.source import Node, parse_yaml
+from gradflow.model.spec import (STATUSES, Entry, Init, InstanceSpec, LossSpec, ModelSpec, ModuleSpec,
+                                 Place, TensorSpec)
+
+FORMAT_VERSION = 1
+TOP_KEYS = ("gradflow", "name", "description", "seed", "dims", "inputs", "params", "modules",
+            "instances", "graph", "losses", "expect", "check")
+TENSOR_KEYS = {"input": ("shape", "dtype", "init", "value"), "param": ("shape", "init", "value")}
+MODULE_KEYS = ("inputs", "dims", "params", "graph", "output", "outputs", "description")
+CHECK_KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+RESERVED = set(OPS) | set(ALIASES) | {"repeat", "True", "False", "None"}
+
+
+class Loader:
+    """Checks one file's sections; raises ModelError at the first problem."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.defined: dict[str, Place] = {}   # every global name -> where it was defined
+
+    def fail(self, message: str, at) -> ModelError:
+        line, col = (at.line, at.col) if hasattr(at, "line") else at
+        return ModelError(message, self.path, line, col)
+
+    # -- generic shapes of YAML ------------------------------------------------
+    def mapping(self, node: Node, what: str, allowed=None) -> dict:
+        if not isinstance(node.value, dict):
+            raise self.fail(f"{what} must be a mapping, not {kind_of(node.value)}", node)
+        for key in node.value if allowed is not None else ():
+            if key not in allowed:
+                raise self.fail(f"unknown key {key!r} in {what}{did_you_mean(key, allowed)}",
+                                node.keys[key])
+        return node.value
+
+    def sequence(self, node: Node, what: str) -> list:
+        if isinstance(node.value, str):   # a single name stands for a list of one
+            return [node]
+        if not isinstance(node.value, list):
+            raise self.fail(f"{what} must be a list, not {kind_of(node.value)}", node)
+        return node.value
+
+    def integer(self, node: Node, what: str, low=None) -> int:
+        v = node.value
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise self.fail(f"{what} must be an integer, not {kind_of(v)}", node)
+        if low is not None and v < low:
+            raise self.fail(f"{what} must be at least {low}, got {v}", node)
+        return v
+
+    def string(self, node: Node, what: str) -> str:
+        if not isinstance(node.value, str):
+            raise self.fail(f"{what} must be a string, not {kind_of(node.value)}", node)
+        return node.value
+
+    def name(self, name: str, at, what: str, scope: dict | None = None) -> str:
+        if not NAME.match(name) or "__" in name:
+            raise self.fail(f"{what} {name!r} is not a valid name (letters, digits, _ and dots)", at)
+        if name in RESERVED:
+            raise self.fail(f"{what} {name!r} has the name of an op; choose another name", at)
+        scope = self.defined if scope is None else scope
+        if name in scope:
+            first = scope[name]
+            raise self.fail(f"{name!r} is defined twice (first at line {first.line})", at)
+        scope[name] = place_of(at)
+        return name
+
+    # -- sections ----------------------------------------------------------------
+    def model(self, root: Node) -> ModelSpec:
+        top = self.mapping(root, "the model file", TOP_KEYS)
+        if "gradflow" not in top:
+            raise self.fail("missing 'gradflow: 1' (the format version) at the top of the model", root)
+        version = top["gradflow"]
+        if version.value != FORMAT_VERSION or isinstance(version.value, bool):
+            raise self.fail(f"unsupported format version {version.value!r}: this gradflow reads "
+                            f"'gradflow: {FORMAT_VERSION}'", version)
+        get = top.get
+        name = self.string(get("name"), "name") if "name" in top else Path(self.path).stem
+        description = self.string(get("description"), "description") if "description" in top else ""
+        seed = self.integer(get("seed"), "seed", low=0) if "seed" in top else 0
+        dims = self.dims(get("dims"), "dims")
+        inputs = self.tensors(get("inputs"), "input")
+        params = self.tensors(get("params"), "param")
+        modules = self.modules(get("modules"))
+        instances = self.instances(get("instances"), modules)
+        if "graph" not in top:
+            raise self.fail("missing 'graph:' (the computation, one line per node)", root)
+        graph = self.graph(top["graph"], "graph", self.defined)
+        losses = self.losses(get("losses"), root)
+        expect, expect_places = self.expect(get("expect"), losses)
+        spec = ModelSpec(self.path, name, description, seed, dims, inputs, params, modules,
+                         instances, graph, losses, expect, expect_places=expect_places)
+        if "check" in top:
+            spec.check, spec.check_place = self.check(top["check"]), place_of(top["check"])
+        return spec
+
+    def dims(self, node: Node | None, what: str) -> dict:
+        if node is None or node.value is None:
+            return {}
+        return {self.dim_name(k, node.keys[k], what): (self.integer(v, f"dim {k!r}", low=1), place_of(v))
+                for k, v in self.mapping(node, what).items()}
+
+    def dim_name(self, name, at, what):
+        if not NAME.match(name):
+            raise self.fail(f"{what}: {name!r} is not a valid name", at)
+        return name
+
+    def tensors(self, node: Node | None, kind: str, scope: dict | None = None) -> dict:
+        if node is None or node.value is None:
+            return {}
+        section = "inputs" if kind == "input" else "params"
+        return {self.name(k, node.keys[k], kind, scope): self.tensor(k, v, kind, node.keys[k])
+                for k, v in self.mapping(node, section).items()}
+
+    def tensor(self, name: str, node: Node, kind: str, at) -> TensorSpec:
+        fields = self.mapping(node, f"{kind} {name!r}", TENSOR_KEYS[kind])
+        if "shape" not in fields and "value" not in fields:
+            raise self.fail(f"{kind} {name!r} needs a shape, e.g. {{shape: [batch, 8]}}", node)
+        shape, shape_place = (), None
+        if "shape" in fields:
+            shape, shape_place = self.shape(fields["shape"], name), place_of(fields["shape"])
+        dtype = "float"
+        if "dtype" in fields:
+            dtype = self.string(fields["dtype"], "dtype")
+            if dtype not in ("float", "int"):
+                raise self.fail(f"dtype must be 'float' or 'int', not {dtype!r}", fields["dtype"])
+        init = None
+        if "value" in fields:
+            init = self.value_init(fields["value"], name)
+            if "shape" not in fields:
+                shape = nested_shape(init.value)
+        if "init" in fields:
+            if "value" in fields:
+                raise self.fail(f"{kind} {name!r}: give either init or value, not both", fields["init"])
+            init = parse_init(self.string(fields["init"], "init"), self.path, place_of(fields["init"]),
+                              quoted=fields["init"].style is not None)
+        return TensorSpec(name, shape, dtype, init, place_of(at), shape_place)
+
+    def shape(self, node: Node, name: str) -> tuple:
+        items = self.sequence(node, f"shape of {name!r}") if not isinstance(node.value, str) else None
+        if items is None:
+            raise self.fail(f"shape of {name!r} must be a list like [batch, 8]", node)
+        out = []
+        for item in items:
+            v = item.value
+            if isinstance(v, str) and NAME.match(v):
+                out.append(v)
+            elif isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+                out.append(v)
+            else:
+                raise self.fail(f"shape of {name!r}: {v!r} is not a positive size or a dim name", item)
+        return tuple(out)
+
+    def value_init(self, node: Node, name: str) -> Init:
+        value = plain(node)
+        try:
+            nested_shape(value)
+        except ValueError as e:
+            raise self.fail(f"value of {name!r}: {e}", node) from None
+        return Init("value", value=value, place=place_of(node))
+
+    def modules(self, node: Node | None) -> dict:
+        if node is None or node.value is None:
+            return {}
+        return {self.name(k, node.keys[k], "module"): self.module(k, v)
+                for k, v in self.mapping(node, "modules").items()}
+
+    def module(self, name: str, node: Node) -> ModuleSpec:
+        fields = self.mapping(node, f"module {name!r}", MODULE_KEYS)
+        scope: dict[str, Place] = {}
+        inputs = tuple(self.name(self.string(n, "module input"), n, "module input", scope)
+                       for n in self.sequence(fields["inputs"], "inputs")) if "inputs" in fields else ()
+        dims = self.dims(fields.get("dims"), f"dims of module {name!r}")
+        params = self.tensors(fields.get("params"), "param", scope)
+        if "graph" not in fields:
+            raise self.fail(f"module {name!r} has no graph", node)
+        graph = self.graph(fields["graph"], f"graph of module {name!r}", scope)
+        if ("output" in fields) == ("outputs" in fields):
+            raise self.fail(f"module {name!r} needs 'output: NAME' or 'outputs: [A, B]'", node)
+        multi = "outputs" in fields
+        out_node = fields["outputs" if multi else "output"]
+        outputs = tuple(self.string(n, "output") for n in self.sequence(out_node, "outputs"))
+        for out, at in zip(outputs, self.sequence(out_node, "outputs")):
+            if out not in scope:
+                raise self.fail(f"module {name!r} has no {out!r} to output{did_you_mean(out, scope)}", at)
+        return ModuleSpec(name, inputs, dims, params, graph, outputs, multi, place_of(node), place_of(out_node))
+
+    def instances(self, node: Node | None, modules: dict) -> dict:
+        if node is None or node.value is None:
+            return {}
+        out = {}
+        for key, value in self.mapping(node, "instances").items():
+            self.name(key, node.keys[key], "instance")
+            if isinstance(value.value, str):
+                module, dims, at = value.value, {}, value
+            else:
+                fields = self.mapping(value, f"instance {key!r}", ("module", "dims"))
+                if "module" not in fields:
+                    raise self.fail(f"instance {key!r} needs 'module: NAME'", value)
+                at = fields["module"]
+                module = self.string(at, "module")
+                dims = self.dims(fields.get("dims"), f"dims of instance {key!r}")
+            if module not in modules:
+                raise self.fail(f"unknown module {module!r}{did_you_mean(module, modules)}", at)
+            out[key] = InstanceSpec(key, module, dims, place_of(value))
+        return out
+
+    def graph(self, node: Node, what: str, scope: dict) -> list[Entry]:
+        entries = []
+        for key, value in self.mapping(node, what).items():
+            at = node.keys[key]
+            targets = tuple(t.strip() for t in key.split(","))
+            for target in targets:
+                self.name(target, at, "graph entry", scope)
+            entries.append(self.entry(key, targets, value, at))
+        return entries
+
+    def entry(self, key: str, targets: tuple, node: Node, at) -> Entry:
+        v = node.value
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return Entry(key, targets, None, float(v), place_of(at), place_of(node))
+        if not isinstance(v, str) or not v.strip():
+            raise self.fail(f"graph entry {key!r} must be an expression, not {kind_of(v)}", node)
+        quoted = node.style in ("'", '"')
+        tree = parse_expression(v, self.path, place_of(node), quoted=quoted)
+        return Entry(key, targets, tree, None, place_of(at), place_of(node), quoted)
+
+    def losses(self, node: Node | None, root: Node) -> dict:
+        if node is None or not node.value:
+            raise self.fail("no losses: add 'losses: [NAME]' naming the scalar(s) backward starts from",
+                            node or root)
+        if isinstance(node.value, list):
+            return {self.string(n, "loss"): LossSpec(n.value, None, place_of(n)) for n in node.value}
+        out = {}
+        for key, value in self.mapping(node, "losses").items():
+            wrt = None
+            if isinstance(value.value, dict):
+                fields = self.mapping(value, f"loss {key!r}", ("wrt",))
+                if "wrt" in fields:
+                    wrt = self.globs(fields["wrt"], "wrt")
+            elif value.value is not None:
+                wrt = self.globs(value, "wrt")
+            out[key] = LossSpec(key, wrt, place_of(node.keys[key]))
+        return out
+
+    def globs(self, node: Node, what: str) -> list:
+        return [(self.string(n, what), place_of(n)) for n in self.sequence(node, what)]
+
+    def expect(self, node: Node | None, losses: dict):
+        if node is None or node.value is None:
+            return {}, {}
+        expect, places = {}, {}
+        for loss, value in self.mapping(node, "expect").items():
+            if loss not in losses:
+                raise self.fail(f"expect: {loss!r} is not a declared loss{did_you_mean(loss, losses)}",
+                                node.keys[loss])
+            fields = self.mapping(value, f"expect for {loss!r}", STATUSES)
+            expect[loss] = {status: self.globs(globs, status) for status, globs in fields.items()}
+            places[loss] = place_of(node.keys[loss])
+        return expect, places
+
+    def check(self, node: Node) -> dict:
+        out = {}
+        for key, value in self.mapping(node, "check", CHECK_KEYS).items():
+            v = value.value
+            if key in ("select", "ignore"):
+                v = [self.string(n, key) for n in self.sequence(value, key)]
+                for rule, at in zip(v, self.sequence(value, key)):
+                    if not re.fullmatch(r"GF\d{3}", rule):
+                        raise self.fail(f"{key}: {rule!r} is not a rule id like GF106", at)
+            elif key == "strict" and not isinstance(v, bool):
+                raise self.fail("strict must be true or false", value)
+            elif key in ("vanishing", "exploding", "max-memory") and (
+                    not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
+                raise self.fail(f"{key} must be a positive number", value)
+            out[key] = v
+        return out
+
+
+def load_spec(path: str | Path, text: str | bytes | None = None) -> ModelSpec:
+    """Read and check one model file."""
+    path = str(path)
+    if text is None:
+        try:
+            text = Path(path).read_bytes()
+        except OSError as e:
+            raise ModelError(f"cannot read model: {e.strerror or e}", path, 1, 1) from None
+    return Loader(path).model(parse_yaml(text, path))
+
+
+def place_of(at) -> Place:
+    if isinstance(at, Place):
+        return at
+    if isinstance(at, tuple):
+        return Place(*at)
+    return Place(at.line, at.col)
+
+
+def kind_of(value) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: f"the string {value!r}", bool: f"{value}".lower()
+            }.get(type(value), f"the number {value!r}")
+
+
+def plain(node: Node):
+    """The plain Python value of a node tree (lists and scalars; used for `value:`)."""
+    stack, root = [(node, None, None)], []
+    while stack:
+        current, parent, slot = stack.pop()
+        v = current.value
+        if isinstance(v, list):
+            out = [None] * len(v)
+            stack.extend((child, out, i) for i, child in enumerate(v))
+        else:
+            out = v
+        if parent is None:
+            root.append(out)
+        else:
+            parent[slot] = out
+    return root[0]
+
+
+def nested_shape(value) -> tuple:
+    """The shape of a rectangular nested list of numbers (ValueError otherwise)."""
+    shape, level = [], [value]
+    while level and isinstance(level[0], list):
+        sizes = {len(v) if isinstance(v, list) else -1 for v in level}
+        if len(sizes) != 1 or -1 in sizes:
+            raise ValueError("nested lists are not rectangular")
+        shape.append(sizes.pop())
+        level = [x for v in level for x in v]
+    if any(isinstance(x, (list, dict, str)) or x is None or isinstance(x, bool) for x in level):
+        raise ValueError("values must be numbers")
+    return tuple(shape)

@@ -1,0 +1,98 @@
+"""The validated model description: plain dataclasses, every piece with its place.
+
+``load.py`` turns YAML into these; ``build.py`` turns these into a tape. Nothing
+here computes anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+STATUSES = ("flows", "zero", "blocked", "unreachable")
+
+
+@dataclass(frozen=True)
+class Place:
+    """1-based line and column in the model file."""
+    line: int
+    col: int
+
+
+@dataclass
+class Init:
+    """How a tensor is initialised: a kind and its (number or dim-name) arguments."""
+    kind: str                      # normal | uniform | glorot | he | zeros | ones | constant | randint | value
+    args: tuple = ()
+    value: object = None           # the nested list of `value:`
+    place: Place | None = None
+
+
+@dataclass
+class TensorSpec:
+    """An input or a parameter."""
+    name: str
+    shape: tuple                   # ints and dim names
+    dtype: str                     # "float" | "int"
+    init: Init | None
+    place: Place
+    shape_place: Place | None = None
+
+
+@dataclass
+class Entry:
+    """One line of a graph: ``targets: expression``."""
+    key: str
+    targets: tuple[str, ...]
+    tree: ast.expr | None          # None for a bare number
+    number: float | None
+    place: Place                   # where the key stands
+    origin: Place                  # where the expression text starts (column of its first character)
+    quoted: bool = False
+
+
+@dataclass
+class ModuleSpec:
+    name: str
+    inputs: tuple[str, ...]
+    dims: dict                      # name -> (int, Place)
+    params: dict                    # local name -> TensorSpec
+    graph: list                     # [Entry]
+    outputs: tuple[str, ...]
+    multi: bool                     # declared with `outputs:` (returns a tuple)
+    place: Place
+    output_place: Place | None = None
+
+
+@dataclass
+class InstanceSpec:
+    name: str
+    module: str
+    dims: dict                      # name -> (int, Place)
+    place: Place
+
+
+@dataclass
+class LossSpec:
+    name: str
+    wrt: list | None                # [(glob, Place)] or None when not declared
+    place: Place
+
+
+@dataclass
+class ModelSpec:
+    path: str
+    name: str
+    description: str
+    seed: int
+    dims: dict                      # name -> (int, Place)
+    inputs: dict                    # name -> TensorSpec
+    params: dict                    # name -> TensorSpec
+    modules: dict                   # name -> ModuleSpec
+    instances: dict                 # name -> InstanceSpec
+    graph: list                     # [Entry]
+    losses: dict                    # name -> LossSpec
+    expect: dict                    # loss -> {status: [(glob, Place)]}
+    check: dict = field(default_factory=dict)   # rule settings from the file's `check:` block
+    check_place: Place | None = None
+    expect_places: dict = field(default_factory=dict)  # loss -> Place of its expect key
