@@ -1,0 +1,1 @@
+"""The command line. The only package that imports click and rich."""

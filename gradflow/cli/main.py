@@ -1,0 +1,169 @@
+"""The command line: parse flags -> library call -> renderer -> exit code.
+
+Nothing here analyses anything; every command is a few lines around the API.
+JSON goes to stdout alone; messages, warnings and progress go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from enum import IntEnum
+
+import click
+
+from gradflow import __version__
+
+
+class Exit(IntEnum):
+    OK = 0        # success; warnings allowed unless --strict
+    FAILED = 1    # a check or gradcheck failed
+    INVALID = 2   # usage error or invalid model (one FILE:LINE:COL: error: line on stderr)
+
+
+def parse_dims(ctx, param, values) -> dict:
+    dims = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def parse_bytes(ctx, param, value):
+    if value is None:
+        return None
+    units = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+    text = value.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = units.get(text[-1:], 1)
+    try:
+        number = float(text[:-1] if text[-1:] in units else text)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected a size like 2GiB, 512MiB or 1000000") from None
+    if number <= 0:
+        raise click.BadParameter("must be positive")
+    return number * scale
+
+
+def fail_on_model_error(func):
+    """Run a command; an invalid model ends it with one located error line and exit 2."""
+    from functools import wraps
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        from gradflow.errors import ModelError
+        debug = click.get_current_context().find_root().params.get("debug")
+        try:
+            return func(*args, **kwargs)
+        except ModelError as e:
+            if debug:
+                traceback.print_exc()
+            click.echo(str(e), err=True)
+            sys.exit(Exit.INVALID)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as e:   # a bug in gradflow: say so in one line unless debugging
+            if debug:
+                raise
+            click.echo(f"gradflow: internal error: {type(e).__name__}: {e} (rerun with --debug)", err=True)
+            sys.exit(Exit.INVALID)
+    return wrapper
+
+
+common_model_options = [
+    click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
+                 help="Override a dim of the model file."),
+    click.option("--seed", type=int, default=None, help="Seed for initial values (default: the file's)."),
+    click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True),
+    click.option("--structural", is_flag=True, help="Shapes and reachability only: no arrays, no numbers."),
+    click.option("--max-memory", callback=parse_bytes, default=None, metavar="SIZE",
+                 help="Refuse numeric runs estimated above SIZE (default 2GiB)."),
+]
+
+
+def with_options(options):
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="gradflow")
+@click.option("--no-color", is_flag=True, help="No colours, even on a terminal.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of errors.")
+@click.pass_context
+def cli(ctx, no_color, debug):
+    """Which parameters does each loss train, and if not, why not."""
+    ctx.obj = {"no_color": no_color}
+
+
+@cli.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--loss", "losses", multiple=True, help="Only these losses (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
+              show_default=True)
+@with_options(common_model_options)
+@click.option("--weights", type=click.Path(dir_okay=False), help="Values for parameters/inputs (.npz).")
+@click.option("--save-grads", type=click.Path(dir_okay=False), help="Write LOSS/PARAM gradients (.npz).")
+@click.option("--no-counterfactual", is_flag=True, help="Skip the extra backward passes through stops.")
+@click.pass_context
+@fail_on_model_error
+def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, weights, save_grads,
+            no_counterfactual):
+    """Report, for every parameter and loss, whether gradient flows and if not, why."""
+    from gradflow.cli import run
+    report, built = run.analyze_file(model, losses=losses, dims=dims, seed=seed, dtype=dtype,
+                                     structural=structural, max_memory=max_memory, weights=weights,
+                                     counterfactual=not no_counterfactual)
+    run.print_warnings(built.warnings)
+    if save_grads:
+        run.save_grads(report, save_grads)
+    run.render_report(report, fmt, ctx.obj["no_color"])
+    sys.exit(Exit.OK)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", default="text", show_default=True,
+              type=click.Choice(["text", "json", "github", "junit", "markdown", "sarif"]))
+@click.option("--select", default="", metavar="ID,..", help="Turn on rules that are off by default.")
+@click.option("--ignore", default="", metavar="ID,..", help="Turn rules off.")
+@click.option("--strict", is_flag=True, default=None, help="Warnings fail too.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Check files in parallel.")
+@with_options(common_model_options)
+@click.pass_context
+@fail_on_model_error
+def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, structural, max_memory):
+    """Check the expectations and rules of model files (exit 1 when one fails)."""
+    from gradflow.cli import run
+    overrides = run.cli_settings(select=select, ignore=ignore, strict=strict, max_memory=max_memory)
+    files = run.model_files(paths)
+    results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype,
+                              structural=structural, jobs=jobs)
+    run.render_check(results, fmt, ctx.obj["no_color"])
+    sys.exit(run.check_exit_code(results))
+
+
+@cli.command()
+@click.pass_context
+def ops(ctx):
+    """Print the op table: every op, its inputs, arguments and gradient."""
+    from gradflow.cli.render import ops as render_ops
+    render_ops.render(run_console(ctx.obj["no_color"]))
+
+
+def run_console(no_color: bool, stderr: bool = False):
+    from gradflow.cli.render.console import console
+    return console(no_color, stderr)
+
+
+def main() -> None:
+    cli(prog_name="gradflow")
+
+
+if __name__ == "__main__":
+    main()

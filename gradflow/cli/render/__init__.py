@@ -1,0 +1,17 @@
+"""One module per output format; each has render_report(report, no_color) and/or
+render_check(results, no_color). Imported on demand so JSON output never loads rich."""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES = {"table": "table", "json": "json_out", "markdown": "markdown", "text": "text",
+           "github": "github", "junit": "junit", "sarif": "sarif"}
+
+
+class _Formats:
+    def __getitem__(self, fmt: str):
+        return importlib.import_module(f"gradflow.cli.render.{MODULES[fmt]}")
+
+
+FORMATS = _Formats()

@@ -1,0 +1,35 @@
+"""Consoles that follow the terminal: colour only on a terminal, never with NO_COLOR
+or --no-color; progress bars only when stderr is a terminal."""
+
+from __future__ import annotations
+
+import os
+
+import click
+from rich.console import Console
+
+
+def console(no_color: bool = False, stderr: bool = False) -> Console:
+    stream = click.get_text_stream("stderr" if stderr else "stdout")
+    plain = no_color or "NO_COLOR" in os.environ
+    return Console(file=stream, no_color=plain, color_system=None if plain else "auto",
+                   highlight=False, soft_wrap=False)
+
+
+def progress(items, label: str):
+    """Iterate ``items`` (futures are waited for), with a bar on stderr when it is a terminal
+    and there is enough work to be worth one."""
+    from concurrent.futures import Future
+    items = list(items)
+    err = console(stderr=True)
+    if not err.is_terminal or len(items) < 5:
+        yield from items
+        return
+    from rich.progress import Progress
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task(label, total=len(items))
+        for item in items:
+            if isinstance(item, Future):
+                item.result()
+            yield item
+            bar.advance(task)

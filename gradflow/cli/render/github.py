@@ -1,0 +1,23 @@
+"""`check --format github`: workflow commands, shown as annotations on the pull request."""
+
+from __future__ import annotations
+
+import click
+
+
+def escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def render_check(results, no_color: bool) -> None:
+    for r in results:
+        if r.error is not None:
+            e = r.error
+            click.echo(f"::error file={escape(e.path, True)},line={e.line},col={e.col},"
+                       f"title=invalid model::{escape(e.message)}")
+            continue
+        for f in r.report.findings:
+            level = "error" if f.severity == "error" else "warning"
+            click.echo(f"::{level} file={escape(f.path, True)},line={f.line},col={f.col},"
+                       f"title={f.rule}::{escape(f.message)}")

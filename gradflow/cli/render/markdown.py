@@ -1,0 +1,49 @@
+"""`--format markdown`: a GitHub-flavoured table, for pull-request comments and job summaries."""
+
+from __future__ import annotations
+
+import click
+
+
+def cell(pair) -> str:
+    text = pair.status
+    if pair.status == "flows" and pair.norm is not None:
+        text += f" {pair.norm:.3g}"
+    cuts = pair.cut_by or pair.partially_cut_by
+    if cuts:
+        text += " (" + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in cuts) + ")"
+    if pair.dies_at:
+        text += " (dies at " + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in pair.dies_at) + ")"
+    return text
+
+
+def report_lines(report) -> list:
+    m = report.model
+    lines = [f"### {m['name']} (`{m['path']}`, {m['mode']})", "",
+             "| parameter | shape | " + " | ".join(l.name for l in report.losses) + " |",
+             "|---|---|" + "---|" * len(report.losses)]
+    for p in report.params:
+        shape = "[" + ", ".join(map(str, p.shape)) + "]"
+        lines.append(f"| `{p.name}` | {shape} | " + " | ".join(cell(p.grads[l.name]) for l in report.losses) + " |")
+    if report.findings:
+        lines.append("")
+    for f in report.findings:
+        lines.append(f"- **{f.severity}** {f.rule} `{f.path}:{f.line}:{f.col}`: {f.message}")
+    return lines
+
+
+def render_report(report, no_color: bool) -> None:
+    click.echo("\n".join(report_lines(report)))
+
+
+def render_check(results, no_color: bool) -> None:
+    lines = []
+    for r in results:
+        if r.error is not None:
+            lines += [f"### `{r.path}`: invalid", "", f"- **error** `{r.error}`"]
+        else:
+            lines += report_lines(r.report)
+        lines.append("")
+    failed = sum(r.failed or r.error is not None for r in results)
+    lines.append(f"**{len(results)} checked, {failed} failed**")
+    click.echo("\n".join(lines))

@@ -1,0 +1,32 @@
+"""`check --format sarif`: SARIF 2.1.0, for code-scanning dashboards."""
+
+from __future__ import annotations
+
+import gradflow
+from gradflow.analysis.rules import RULES
+from gradflow.cli.render.json_out import dump
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def result(rule, level, message, path, line, col) -> dict:
+    return {"ruleId": rule, "level": level, "message": {"text": message},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": path},
+                                                "region": {"startLine": line, "startColumn": col}}}]}
+
+
+def render_check(results, no_color: bool) -> None:
+    out = []
+    for r in results:
+        if r.error is not None:
+            e = r.error
+            out.append(result("invalid-model", "error", e.message, e.path, e.line or 1, e.col or 1))
+        else:
+            out += [result(f.rule, f.severity, f.message, f.path, f.line, f.col) for f in r.report.findings]
+    rules = [{"id": rule, "shortDescription": {"text": text},
+              "defaultConfiguration": {"level": "none" if level == "off" else level}}
+             for rule, (level, text) in RULES.items()]
+    dump({"$schema": SCHEMA, "version": "2.1.0",
+          "runs": [{"tool": {"driver": {"name": "gradflow", "version": gradflow.__version__,
+                                        "rules": rules}},
+                    "results": out}]})

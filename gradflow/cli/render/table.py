@@ -1,0 +1,89 @@
+"""`analyze --format table`: parameters x losses, status and norm in each cell; the
+reasons (cuts, where a zero gradient dies) as numbered notes under the table."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from gradflow.cli.render.console import console
+
+STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "dim",
+         "error": "bold red", "warning": "yellow"}
+
+
+def number(x) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def place(c) -> str:
+    return f"{c.op} in {c.node} (line {c.line}:{c.col})"
+
+
+class Notes:
+    """Numbered notes, one per distinct reason, so cells stay narrow."""
+
+    def __init__(self):
+        self.texts: dict[str, int] = {}
+
+    def mark(self, text: str) -> str:
+        number_ = self.texts.setdefault(text, len(self.texts) + 1)
+        return f"[{number_}]"
+
+
+def cell(pair, notes: Notes) -> Text:
+    words = pair.status
+    if pair.status == "flows" and pair.norm is not None:
+        words += f" {number(pair.norm)}"
+    if pair.status == "blocked":
+        words += " " + notes.mark("blocked by " + ", ".join(place(c) for c in pair.cut_by))
+    elif pair.status == "zero" and pair.dies_at:
+        words += " " + notes.mark("gradient dies at " + ", ".join(place(c) for c in pair.dies_at))
+    elif pair.partially_cut_by:
+        words += " " + notes.mark("partly cut by " + ", ".join(place(c) for c in pair.partially_cut_by))
+    if pair.nonfinite:
+        words += f" ({pair.nonfinite} non-finite)"
+    return Text(words, style=STYLE[pair.status])
+
+
+def header(report) -> Text:
+    m = report.model
+    text = Text()
+    text.append(m["name"], style="bold")
+    text.append(f"  {m['path']}\n", style="dim")
+    mode = "structural (no numbers)" if m["mode"] == "structural" else f"numeric, seed {m['seed']}"
+    text.append(f"{mode}; {m['params']} parameters, {m['param_count']:,} values; {m['nodes']} nodes")
+    return text
+
+
+def table(report, notes: Notes) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    t.add_column("parameter", overflow="fold")
+    t.add_column("shape", overflow="fold")
+    for loss in report.losses:
+        title = loss.name if loss.value is None else f"{loss.name} = {number(loss.value)}"
+        t.add_column(title, overflow="fold")
+    for p in report.params:
+        shape = "[" + ", ".join(map(str, p.shape)) + "]"
+        t.add_row(p.name, shape, *(cell(p.grads[loss.name], notes) for loss in report.losses))
+    return t
+
+
+def render_report(report, no_color: bool) -> None:
+    out = console(no_color)
+    out.print(header(report))
+    description = getattr(report, "description", "")
+    if description:
+        out.print(description, style="italic")
+    notes = Notes()
+    out.print(table(report, notes))
+    for text, n in notes.texts.items():
+        out.print(f"[{n}] {text}", highlight=False, markup=False)
+    if report.findings:
+        out.print()
+    for f in report.findings:
+        line = Text(f"{f.path}:{f.line}:{f.col}: ")
+        line.append(f.severity, style=STYLE[f.severity])
+        line.append(f": {f.message} [{f.rule}]")
+        out.print(line)

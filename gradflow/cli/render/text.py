@@ -1,0 +1,36 @@
+"""`check --format text`: one `path:line:col: severity: message [RULE]` line per finding
+(invalid files as `path:line:col: error: ...`), then a one-line summary."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gradflow.cli.render.console import console
+
+STYLE = {"error": "bold red", "warning": "yellow"}
+
+
+def render_check(results, no_color: bool) -> None:
+    out = console(no_color)
+    errors = warnings = 0
+    for r in results:
+        if r.error is not None:
+            errors += 1
+            line = Text(f"{r.error.path}:{r.error.line}:{r.error.col}: ")
+            line.append("error", style=STYLE["error"])
+            line.append(f": {r.error.message}")
+            out.print(line, soft_wrap=True)
+            continue
+        for f in r.report.findings:
+            errors += f.severity == "error"
+            warnings += f.severity == "warning"
+            line = Text(f"{f.path}:{f.line}:{f.col}: ")
+            line.append(f.severity, style=STYLE[f.severity])
+            line.append(f": {f.message} [{f.rule}]")
+            out.print(line, soft_wrap=True)
+    failed = sum(r.failed or r.error is not None for r in results)
+    verdict = Text("ok" if not failed else f"{failed} failed", style="green" if not failed else "bold red")
+    summary = Text(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")
+    summary.append(verdict)
+    summary.append(f" ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
+    out.print(summary)

@@ -1,0 +1,140 @@
+"""What the commands do between parsing flags and rendering: find model files,
+load and analyse them (in parallel for ``-j``), pick the renderer, decide the exit code.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import numpy as np
+
+import gradflow
+from gradflow.analysis.analyze import analyze as analyze_model
+from gradflow.analysis.rules import settings_for
+from gradflow.cli.main import Exit
+from gradflow.errors import ModelError
+
+MODEL_MARK = re.compile(r"^gradflow\s*:", re.MULTILINE)
+
+
+@dataclass
+class Result:
+    """One checked file: its report, or the error that made it invalid."""
+    path: str
+    report: object = None
+    error: ModelError | None = None
+    warnings: list = field(default_factory=list)
+    strict: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.report is not None and (
+            self.report.errors > 0 or (self.strict and self.report.warnings > 0))
+
+
+def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structural=False,
+                 max_memory=None, weights=None, counterfactual=True, overrides=None):
+    model = gradflow.load(path, dims=dims or None, seed=seed, weights=weights, dtype=dtype)
+    for name in losses:
+        if name not in model.losses:
+            raise ModelError(f"--loss {name}: the model has no loss {name!r} "
+                             f"(it has {', '.join(model.losses)})", model.path, 1, 1)
+    if losses:
+        model.losses = {name: model.losses[name] for name in losses}
+        model.spec.losses = {name: model.spec.losses[name] for name in losses}
+        model.spec.expect = {k: v for k, v in model.spec.expect.items() if k in losses}
+    overrides = dict(overrides or {})
+    if max_memory is not None:
+        overrides["max_memory"] = max_memory
+    settings = settings_for(model, overrides)
+    report = analyze_model(model, structural=structural, counterfactual=counterfactual,
+                           settings=settings, version=gradflow.__version__)
+    return report, model
+
+
+def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
+    out = {}
+    if select:
+        out["select"] = select
+    if ignore:
+        out["ignore"] = ignore
+    if strict:
+        out["strict"] = True
+    if max_memory is not None:
+        out["max_memory"] = max_memory
+    return out
+
+
+def model_files(paths) -> list:
+    """Files named explicitly, and in directories every *.yaml/*.yml with a top-level gradflow: key."""
+    files = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for candidate in sorted(path.rglob("*")):
+                if candidate.suffix in (".yaml", ".yml") and candidate.is_file() and is_model(candidate):
+                    files.append(str(candidate))
+        elif path.exists():
+            files.append(str(path))
+        else:
+            raise ModelError("no such file or directory", str(path), 1, 1)
+    return files
+
+
+def is_model(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(MODEL_MARK.search(head))
+
+
+def check_one(path, overrides, options) -> Result:
+    try:
+        report, model = analyze_file(path, overrides=overrides, **options)
+    except ModelError as e:
+        return Result(path, error=e)
+    report.grads = {}   # not needed by check; keeps results light across processes
+    return Result(path, report, warnings=model.warnings, strict=settings_for(model, overrides).strict)
+
+
+def check_files(files, overrides, jobs=1, **options) -> list:
+    from gradflow.cli.render.console import progress
+    if jobs > 1 and len(files) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(check_one, f, overrides, options) for f in files]
+            return [future.result() for future in progress(futures, "checking")]
+    return [check_one(f, overrides, options) for f in progress(files, "checking")]
+
+
+def check_exit_code(results) -> Exit:
+    if any(r.error for r in results):
+        return Exit.INVALID
+    return Exit.FAILED if any(r.failed for r in results) else Exit.OK
+
+
+def print_warnings(warnings) -> None:
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
+def save_grads(report, path) -> None:
+    arrays = {f"{loss}/{param}": np.asarray(g) for (loss, param), g in report.grads.items()}
+    np.savez(path, **arrays)
+
+
+def render_report(report, fmt: str, no_color: bool) -> None:
+    from gradflow.cli.render import FORMATS
+    FORMATS[fmt].render_report(report, no_color)
+
+
+def render_check(results, fmt: str, no_color: bool) -> None:
+    from gradflow.cli.render import FORMATS
+    for r in results:
+        print_warnings(r.warnings)
+    FORMATS[fmt].render_check(results, no_color)
