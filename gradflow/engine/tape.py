@@ -110,23 +110,44 @@ class Tape:
         return self.leaf(np.asarray(value, dtype=self.dtype))
 
     def apply(self, op: str | Op, *parents, meta=None, **attrs) -> Tensor:
-        """Record ``op(*parents, **attrs)``; numbers among the parents become constants."""
-        op = resolve_op(op) if isinstance(op, str) else op
-        parents = tuple(p if isinstance(p, Tensor) else self.constant(p) for p in parents)
-        attrs = op.bind_attrs(attrs)
-        # A stop-gradient's output still "requires grad" so that a counterfactual
-        # sweep can pass through it; its rule of None is what cuts.
-        requires_grad = any(p.requires_grad for p in parents)
-        if self.eager:
-            value = op.forward(*(p.value for p in parents), **attrs)
-            shape, dtype = value.shape, value.dtype
-            if dtype.kind == "f" and dtype != self.dtype:  # int64 * float32 gives float64
-                value, dtype = value.astype(self.dtype), self.dtype
-        else:
+        """Record ``op(*parents, **attrs)``; numbers among the parents become constants.
+
+        This and ``backward`` are the hot path (one call per node of a model):
+        they avoid generators and repeated lookups on purpose.
+        """
+        if op.__class__ is str:
+            op = OPS.get(op) or resolve_op(op)
+        requires_grad = False
+        for p in parents:
+            if p.__class__ is not Tensor:
+                parents = tuple(p if isinstance(p, Tensor) else self.constant(p) for p in parents)
+                break
+        for p in parents:
+            # A stop-gradient's output still "requires grad" so that a counterfactual
+            # sweep can pass through it; its rule of None is what cuts.
+            if p.requires_grad:
+                requires_grad = True
+                break
+        attrs = op.bind_attrs(attrs) if attrs or op.attrs else {}
+        if op.int_inputs:
             op.check_dtypes([p.dtype for p in parents])
-            shape = tuple(op.shape(*(p.shape for p in parents), **attrs))
+        if self.eager:
+            if len(parents) == 1:
+                value = op.forward(parents[0].value, **attrs)
+            else:
+                value = op.forward(*[p.value for p in parents], **attrs)
+            dtype = value.dtype
+            if dtype.kind == "f":
+                if dtype != self.dtype:  # int64 * float32 gives float64
+                    value, dtype = value.astype(self.dtype), self.dtype
+            elif op.out == "float":  # comparisons, one_hot, sign of an int: 0/1 floats
+                value, dtype = value.astype(self.dtype), self.dtype
+            shape = value.shape
+        else:
+            shape = op.infer_shape(*[p.shape for p in parents], **attrs)
             dtype, value = op.out_dtype([p.dtype for p in parents], self.dtype), None
-        requires_grad = requires_grad and dtype.kind == "f"
+        if requires_grad and dtype.kind != "f":
+            requires_grad = False
         return Tensor(self, op, parents, attrs, shape, dtype, value, requires_grad, meta)
 
     # -- sweeps --------------------------------------------------------------
@@ -148,18 +169,26 @@ class Tape:
         grads[loss.index] = np.ones(loss.shape, dtype=loss.dtype)
         for i in range(loss.index, -1, -1):
             g = grads[i]
-            node = nodes[i]
-            if g is None or node.op is None:
+            if g is None:
                 continue
-            vjps, args, attrs = node.op.vjps_for(len(node.parents)), None, node.attrs
-            for k, parent in enumerate(node.parents):
+            node = nodes[i]
+            op = node.op
+            if op is None:
+                continue
+            parents = node.parents
+            vjps = op.vjps_for(len(parents)) if op.variadic else op.vjps
+            args = None
+            for k in range(len(parents)):
+                parent = parents[k]
                 if not parent.requires_grad:
                     continue
                 vjp = vjps[k]
                 if vjp is not None:
                     if args is None:
-                        args = [p.value for p in node.parents]
-                    contrib = unbroadcast(vjp(g, node.value, *args, **attrs), parent.shape)
+                        args = [p.value for p in parents]
+                    contrib = vjp(g, node.value, *args, **node.attrs)
+                    if contrib.shape != parent.shape:
+                        contrib = unbroadcast(contrib, parent.shape)
                 elif i in through:
                     contrib = g
                 else:

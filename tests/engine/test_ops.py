@@ -35,8 +35,30 @@ def normal(*shapes, low=None):
     return make
 
 
-def unary(low=None, **attrs):
-    return [Case(f"{list(s)}", normal(s, low=low), attrs) for s in SHAPES]
+def args(*makers):
+    """Inputs from one maker per argument: ``args(N(3, 4), I(3, high=4))``."""
+    return lambda rng: [m(rng) for m in makers]
+
+
+def N(*shape):
+    return lambda rng: rng.normal(size=shape)
+
+
+def U(*shape, lo=0.1, hi=0.9):
+    return lambda rng: rng.uniform(lo, hi, size=shape)
+
+
+def I(*shape, high):
+    return lambda rng: rng.integers(0, high, size=shape)
+
+
+def B(*shape):
+    """A 0.0/1.0 float mask, as a comparison gives."""
+    return lambda rng: (rng.random(size=shape) > 0.5).astype(float)
+
+
+def unary(low=None, shapes=SHAPES, **attrs):
+    return [Case(f"{list(s)}", normal(s, low=low), attrs) for s in shapes]
 
 
 def binary(low=None):
@@ -49,11 +71,36 @@ def reduction():
     cases += [Case("axis0", normal((3, 4)), {"axis": 0}),
               Case("axis-1-keep", normal((3, 4)), {"axis": -1, "keepdims": True}),
               Case("axes01", normal((2, 3, 4)), {"axis": (0, 2)}),
+              Case("axes-list", normal((2, 3, 4)), {"axis": [1, -1], "keepdims": True}),
+              Case("no-axes", normal((3, 4)), {"axis": ()}),
+              Case("all-keep", normal((3, 4)), {"keepdims": True}),
               Case("row", normal((1, 4)), {"axis": 1})]
     return cases
 
 
+def along_axis(shapes=((4,), (3, 4), (1, 4))):
+    """Ops over one axis (softmax and friends): no scalar case, an axis is needed."""
+    return [Case(f"{list(s)}", normal(s)) for s in shapes] + [
+        Case("axis0", normal((3, 4)), {"axis": 0}),
+        Case("3d-axis1", normal((2, 3, 4)), {"axis": 1})]
+
+
+def arg_reduction():
+    return unary() + [Case("axis0", normal((3, 4)), {"axis": 0}),
+                      Case("axis-1-keep", normal((3, 4)), {"axis": -1, "keepdims": True}),
+                      Case("all-keep", normal((3, 4)), {"keepdims": True})]
+
+
+def pooling():
+    return [Case("k2", normal((2, 3, 4, 4)), {"kernel": 2}),
+            Case("k3-s1-overlap", normal((1, 2, 5, 5)), {"kernel": 3, "stride": 1}),
+            Case("pair", normal((1, 1, 5, 6)), {"kernel": (2, 3), "stride": (1, 2)}),
+            Case("2d", normal((4, 4)), {"kernel": 2}),
+            Case("row", normal((1, 4)), {"kernel": (1, 2)})]
+
+
 CASES: dict[str, list[Case]] = {
+    # arithmetic
     "add": binary(),
     "sub": binary(),
     "mul": binary(),
@@ -61,24 +108,141 @@ CASES: dict[str, list[Case]] = {
     "pow": binary(low=0.5),
     "matmul": [Case("2d", normal((3, 4), (4, 2))), Case("vec-mat", normal((4,), (4, 2))),
                Case("mat-vec", normal((3, 4), (4,))), Case("vec-vec", normal((4,), (4,))),
-               Case("batched", normal((2, 3, 4), (4, 2))), Case("row", normal((1, 4), (4, 3)))],
+               Case("batched", normal((2, 3, 4), (4, 2))), Case("row", normal((1, 4), (4, 3))),
+               Case("batch-broadcast", normal((2, 1, 3, 4), (5, 4, 2)))],
     "neg": unary(),
+    # elementwise
     "exp": unary(),
     "log": unary(low=0.5),
+    "log1p": unary(low=0.5),
+    "sqrt": unary(low=0.5),
+    "square": unary(),
+    "abs": unary(),
+    "sin": unary(),
+    "cos": unary(),
     "tanh": unary(),
     "sigmoid": unary(),
     "relu": unary(),
-    "square": unary(),
+    "leaky_relu": unary() + [Case("slope", normal((3, 4)), {"slope": 0.2})],
+    "elu": unary() + [Case("alpha", normal((3, 4)), {"alpha": 0.5})],
+    "gelu": unary(),
+    "softplus": unary(),
+    "clip": unary(lo=-0.5, hi=0.5) + [Case("no-lo", normal((3, 4)), {"lo": None, "hi": 0.3}),
+                                      Case("no-hi", normal((3, 4)), {"lo": -0.3, "hi": None})],
+    "maximum": binary(),
+    "minimum": binary(),
+    "where": [Case(f"{list(s)}", args(B(*s), N(*s), N(*s))) for s in SHAPES] + [
+        Case("int-cond", args(I(3, 4, high=2), N(3, 4), N(3, 4))),
+        Case("broadcast-cond", args(B(1, 4), N(3, 4), N(3, 1))),
+        Case("broadcast-values", args(B(3, 4), N(4), N())),
+        Case("bool-cond", lambda rng: [rng.random((3, 4)) > 0.5, rng.normal(size=(3, 4)),
+                                       rng.normal(size=(1, 4))])],
+    # reductions
     "sum": reduction(),
     "mean": reduction(),
     "max": reduction(),
+    "min": reduction(),
+    "logsumexp": reduction(),
+    "var": reduction(),
+    "norm": reduction(),
+    # shape
     "getitem": [Case("int", normal((4,)), {"index": 1}),
                 Case("slice", normal((3, 4)), {"index": (slice(None), slice(1, 3))}),
                 Case("none-ellipsis", normal((3, 4)), {"index": (Ellipsis, None, 2)}),
                 Case("step", normal((1, 4)), {"index": (0, slice(None, None, -2))}),
                 Case("scalar", normal(()), {"index": ()})],
+    "reshape": [Case("[3, 4]", normal((3, 4)), {"shape": (4, 3)}),
+                Case("infer", normal((3, 4)), {"shape": (2, -1, 2)}),
+                Case("flatten", normal((3, 4)), {"shape": [-1]}),
+                Case("[]", normal(()), {"shape": (1, 1)}),
+                Case("[4]", normal((4,)), {"shape": (2, 2)}),
+                Case("[1, 4]", normal((1, 4)), {"shape": 4})],
+    "transpose": [Case("[]", normal(())), Case("[4]", normal((4,))), Case("[3, 4]", normal((3, 4))),
+                  Case("[1, 4]", normal((1, 4)), {"axes": (1, 0)}),
+                  Case("perm", normal((2, 3, 4)), {"axes": (1, 0, 2)}),
+                  Case("negative", normal((2, 3, 4)), {"axes": [-1, 0, 1]})],
+    "expand_dims": [Case("[]", normal(()), {"axis": 0}), Case("[4]", normal((4,)), {"axis": 0}),
+                    Case("[3, 4]", normal((3, 4)), {"axis": -1}),
+                    Case("[1, 4]", normal((1, 4)), {"axis": 1}),
+                    Case("two", normal((3, 4)), {"axis": (0, 3)})],
+    "squeeze": [Case("[]", normal(())), Case("[4]", normal((4,))), Case("[1, 4]", normal((1, 4))),
+                Case("axis", normal((1, 4)), {"axis": 0}),
+                Case("axes", normal((3, 1, 4, 1)), {"axis": (1, -1)})],
+    "broadcast_to": [Case("[]", normal(()), {"shape": (3, 4)}),
+                     Case("[4]", normal((4,)), {"shape": (3, 4)}),
+                     Case("[1, 4]", normal((1, 4)), {"shape": (2, 3, 4)}),
+                     Case("[3, 1]", normal((3, 1)), {"shape": [3, 4]}),
+                     Case("same", normal((3, 4)), {"shape": (3, 4)})],
+    "concat": [Case("axis0", normal((3, 4), (2, 4))),
+               Case("axis1", normal((3, 4), (3, 2)), {"axis": 1}),
+               Case("axis-1", normal((1, 4), (1, 4)), {"axis": -1}),
+               Case("three", normal((4,), (4,), (2,))),
+               Case("one", normal((3, 4)))],
+    "stack": [Case("scalars", normal((), (), ())),
+              Case("[4]", normal((4,), (4,))),
+              Case("[3, 4]", normal((3, 4), (3, 4))),
+              Case("last", normal((1, 4), (1, 4)), {"axis": -1}),
+              Case("middle", normal((3, 4), (3, 4), (3, 4)), {"axis": 1}),
+              Case("one", normal((3, 4)))],
+    "take": [Case("axis0", args(N(3, 4), I(2, high=3)), {"axis": 0}),
+             Case("axis1-repeats", lambda rng: [rng.normal(size=(3, 4)), np.array([[1, 1], [3, 0]])],
+                  {"axis": 1}),
+             Case("flat", args(N(3, 4), I(5, high=12))),
+             Case("negative-axis", args(N(1, 4), I(3, high=4)), {"axis": -1}),
+             Case("scalar-index", args(N(4), I(high=4)), {"axis": 0}),
+             Case("negative-index", lambda rng: [rng.normal(size=(4,)), np.array([-1, 0, -1])])],
+    "take_along_axis": [
+        Case("gather", args(N(3, 4), I(3, 1, high=4)), {"axis": 1}),
+        Case("axis0", args(N(3, 4), I(2, 4, high=3)), {"axis": 0}),
+        Case("repeats", lambda rng: [rng.normal(size=(1, 4)), np.array([[2, 2, 0]])], {"axis": -1}),
+        Case("broadcast", args(N(3, 4), I(1, 2, high=4)), {"axis": 1}),
+        Case("vector", args(N(4), I(6, high=4)), {"axis": 0})],
+    # neural
+    "softmax": along_axis(),
+    "log_softmax": along_axis(),
+    "layer_norm": [Case(f"{list(s)}", args(N(*s), N(4), N(4))) for s in ((4,), (3, 4), (1, 4), (2, 3, 4))],
+    "cross_entropy": [Case("[3, 4]", args(N(3, 4), I(3, high=4))),
+                      Case("[1, 4]", args(N(1, 4), I(1, high=4))),
+                      Case("repeated-labels", lambda rng: [rng.normal(size=(5, 3)), np.array([0, 0, 2, 2, 1])])],
+    "mse": [Case(f"{list(s)}", normal(s, s)) for s in SHAPES] + [
+        Case("broadcast", normal((3, 4), (1, 4)))],
+    "binary_cross_entropy": [Case(f"{list(s)}", args(U(*s), U(*s, lo=0, hi=1))) for s in SHAPES] + [
+        Case("hard-labels", args(U(3, 4), B(3, 4))),
+        Case("broadcast", args(U(1, 4), U(3, 4, lo=0, hi=1)))],
+    "dropout": unary(p=0.3, seed=1) + [Case("no-drop", normal((3, 4)), {"p": 0.0}),
+                                       Case("all-drop", normal((3, 4)), {"p": 1.0})],
+    "conv2d": [Case("basic", normal((2, 3, 5, 5), (4, 3, 3, 3))),
+               Case("stride-pad", normal((1, 2, 5, 6), (3, 2, 3, 3)), {"stride": 2, "padding": 1}),
+               Case("pairs", normal((1, 2, 5, 6), (2, 2, 2, 3)), {"stride": (1, 2), "padding": (2, 0)}),
+               Case("1x1", normal((2, 4, 3, 3), (1, 4, 1, 1))),
+               Case("row", normal((1, 1, 1, 4), (2, 1, 1, 2)))],
+    "max_pool2d": pooling(),
+    "avg_pool2d": pooling(),
+    "one_hot": [Case("[]", args(I(high=4)), {"n": 4}), Case("[4]", args(I(4, high=3)), {"n": 3}),
+                Case("[3, 4]", args(I(3, 4, high=5)), {"n": 5}), Case("[1, 4]", args(I(1, 4, high=2)), {"n": 2})],
+    # gradient control
     "stop_gradient": unary(),
+    "grad_scale": unary(s=0.5) + [Case("negative", normal((3, 4)), {"s": -2.0})],
+    "grad_reverse": unary(),
+    # non-differentiable
+    "argmax": arg_reduction(),
+    "argmin": arg_reduction(),
+    "round": unary(),
+    "floor": unary(),
+    "ceil": unary(),
+    "sign": unary(),
+    "less": binary(),
+    "less_equal": binary(),
+    "greater": binary(),
+    "greater_equal": binary(),
+    "equal": binary() + [Case("ints", args(I(3, 4, high=2), I(4, high=2)))],
+    "not_equal": binary(),
 }
+
+
+# Ops whose gradient is deliberately not the derivative of their (identity) forward:
+# the factor between the tape's gradient and the finite difference.
+GRADIENT_FACTOR = {"grad_scale": lambda attrs: attrs["s"], "grad_reverse": lambda attrs: -1.0}
 
 
 def all_cases():
@@ -126,6 +290,7 @@ def test_op_gradient_matches_finite_differences(name, case):
             assert got is None, f"input {k} of {name} must receive no gradient"
             continue
         expected = finite_difference(name, arrays, case.attrs, weights, k)
+        expected = expected * GRADIENT_FACTOR.get(name, lambda attrs: 1.0)(case.attrs)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=f"input {k}")
         assert np.shape(got) == x.shape
 
