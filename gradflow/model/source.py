@@ -1,0 +1,323 @@
+"""YAML text -> a tree of located Nodes, built safely for the model loader.
+
+`parse_yaml` walks the parser's event stream with an explicit stack instead of
+PyYAML's composer and constructor: those recurse (deep nesting would crash them),
+keep the last of duplicate keys, and expand aliases without limit. Here nothing
+from the file is executed, nesting, alias expansion and size are bounded before
+they cost time or memory, and every problem is a ModelError at FILE:LINE:COL.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
+
+from gradflow.errors import ModelError
+
+MAX_CHARS = 16 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+# Python's own int-from-text limit; it also keeps base-60 ints ("1:2:3...") cheap.
+MAX_NUMBER_CHARS = 4300
+
+# libyaml emits the same events about four times faster.
+LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+_STD = "tag:yaml.org,2002:"
+_NULL, _BOOL, _INT, _FLOAT = (_STD + t for t in ("null", "bool", "int", "float"))
+_SCALAR_TAGS = frozenset({_STD + "str", _NULL, _BOOL, _INT, _FLOAT})
+_MAP_TAGS = frozenset({_STD + "map"})
+_SEQ_TAGS = frozenset({_STD + "seq"})
+_ALLOWED_TAGS = _SCALAR_TAGS | _MAP_TAGS | _SEQ_TAGS
+_NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
+
+# The characters both YAML readers accept; checked up front so the error has a place.
+_NOT_PRINTABLE = re.compile(
+    r"[^\t\n\r\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+
+_RESOLVER = Resolver()
+_IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,30})")
+_CONSTRUCTOR = SafeConstructor()
+_CONVERTERS = {tag: getattr(_CONSTRUCTOR, "construct_yaml_" + tag[len(_STD):])
+               for tag in (_NULL, _BOOL, _INT, _FLOAT)}
+
+_EMPTY = "empty model file: expected a mapping with 'gradflow: 1'"
+_KINDS = {list: "a sequence", str: "a string", bool: "a boolean", int: "an integer",
+          float: "a number"}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One YAML node and where it starts (1-based). Aliases share one Node."""
+
+    value: object
+    line: int
+    col: int
+    style: str | None = None
+    keys: dict[str, tuple[int, int]] | None = None
+    size: int = 1
+
+
+def parse_yaml(text: str | bytes, path: str) -> Node:
+    """Parse one model file (a single YAML document whose root is a mapping)."""
+    text = _as_text(text, path)
+    builder = _TreeBuilder(path)
+    try:
+        for event in yaml.parse(text, Loader=LOADER):
+            builder.feed(event)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from exc
+    return builder.finish()
+
+
+def _as_text(data: str | bytes, path: str) -> str:
+    if len(data) > MAX_CHARS:
+        raise ModelError("model file is larger than 16 MiB", path, 1, 1)
+    if isinstance(data, (bytes, bytearray)):
+        data = _decode_utf8(bytes(data), path)
+    bad = _NOT_PRINTABLE.search(data)
+    if bad:
+        index = bad.start()
+        raise ModelError(f"character U+{ord(bad.group()):04X} is not allowed in YAML",
+                         path, data.count("\n", 0, index) + 1,
+                         index - data.rfind("\n", 0, index))
+    return data
+
+
+def _decode_utf8(data: bytes, path: str) -> str:
+    data = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = exc.start
+        line = data.count(b"\n", 0, start) + 1
+        # Everything before the first bad byte decodes, so the column counts characters.
+        col = len(data[data.rfind(b"\n", 0, start) + 1:start].decode("utf-8")) + 1
+        raise ModelError(f"file is not valid UTF-8 (byte 0x{data[start]:02x})",
+                         path, line, col) from None
+
+
+def _yaml_error(exc: yaml.YAMLError, path: str) -> ModelError:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context
+        if mark is not None and problem:
+            return _error(f"invalid YAML: {problem}", path, mark)
+    return ModelError("invalid YAML: " + " ".join(str(exc).split()), path, 1, 1)
+
+
+def _error(message: str, path: str, mark) -> ModelError:
+    return ModelError(message, path, mark.line + 1, mark.column + 1)
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len(_STD):] if tag.startswith(_STD) else tag
+
+
+def _check_tag(event, allowed: frozenset, kind: str, path: str) -> None:
+    tag = event.tag
+    if tag is None or tag == "!" or tag in allowed:
+        return
+    problem = f"cannot be used on a {kind}" if tag in _ALLOWED_TAGS else "is not allowed"
+    raise _error(f"tag '{_short_tag(tag)}' {problem}", path, event.start_mark)
+
+
+def _scalar_value(event, path: str) -> object:
+    """Convert like SafeLoader for null/bool/int/float; all else stays text."""
+    text, tag = event.value, event.tag
+    if tag is None or tag == "!":
+        # Quoted text, or a first character no implicit type starts with: a string.
+        if not event.implicit[0] or (text and text[0] not in _IMPLICIT_FIRST):
+            return text
+        if _DECIMAL.fullmatch(text):  # the common case, several times faster than below
+            return int(text)
+        tag = _RESOLVER.resolve(yaml.ScalarNode, text, event.implicit)
+    convert = _CONVERTERS.get(tag)
+    if convert is None:
+        return text  # str, and implicit timestamps etc., which gradflow keeps as text
+    if tag in (_INT, _FLOAT) and len(text) > MAX_NUMBER_CHARS:
+        raise _error(f"number too long ({len(text)} characters)", path, event.start_mark)
+    # The null constructor accepts any text; an explicit !!null must still look like one.
+    if tag == _NULL and text not in _NULL_WORDS:
+        raise _error(f"'{_clip(text)}' is not a valid !!null", path, event.start_mark)
+    try:
+        return convert(yaml.ScalarNode(tag, text))
+    except (ValueError, KeyError, IndexError):
+        raise _error(f"'{_clip(text)}' is not a valid {_short_tag(tag)}", path,
+                     event.start_mark) from None
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _Frame:
+    """A mapping or sequence whose end event has not arrived yet."""
+
+    __slots__ = ("items", "keys", "key", "line", "col", "anchor", "size", "height")
+
+    def __init__(self, is_map: bool, mark, anchor: str | None):
+        self.items: dict | list = {} if is_map else []
+        self.keys: dict[str, tuple[int, int]] | None = {} if is_map else None
+        self.key: str | None = None  # a mapping key still waiting for its value
+        self.line, self.col = mark.line + 1, mark.column + 1
+        self.anchor, self.size = anchor, 1
+        self.height = 0  # deepest child's nesting, aliases expanded
+
+
+class _TreeBuilder:
+    """Turns events into Nodes, one event at a time, with an explicit stack."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, tuple[Node, int]] = {}  # name -> (node, height)
+        self.open_anchors: dict[str, int] = {}  # name -> line, node not finished
+        self.total = 0  # the root's expanded size so far
+        self.root: Node | None = None
+        self.documents = 0
+
+    def feed(self, event) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def finish(self) -> Node:
+        if self.root is None:
+            raise ModelError(_EMPTY, self.path, 1, 1)
+        return self.root
+
+    def _document_start(self, event) -> None:
+        if self.documents:
+            raise _error("more than one YAML document (a model file holds exactly one)",
+                         self.path, event.start_mark)
+
+    def _document_end(self, event) -> None:
+        self.documents += 1
+        root = self.root
+        if root is None or root.value is None:
+            raise ModelError(_EMPTY, self.path, 1, 1)
+        if not isinstance(root.value, dict):
+            kind = _KINDS.get(type(root.value), "a scalar")
+            raise ModelError(f"the top level must be a mapping with 'gradflow: 1', "
+                             f"not {kind}", self.path, root.line, root.col)
+
+    def _scalar(self, event) -> None:
+        if event.tag is not None:
+            _check_tag(event, _SCALAR_TAGS, "scalar", self.path)
+        is_key = self._expects_key()
+        if is_key:
+            self._take_key(event)
+            if event.anchor is None:
+                return  # a key is its source text; only an anchored key needs a Node
+        mark = event.start_mark
+        node = Node(_scalar_value(event, self.path), mark.line + 1, mark.column + 1,
+                    style=event.style or None)
+        if event.anchor is not None:
+            self._define(event.anchor, mark)
+            self.anchors[event.anchor] = (node, 0)
+        if not is_key:
+            self._count(1, event, alias=False)
+            self._attach(node, 0)
+
+    def _take_key(self, event) -> None:
+        key, top, mark = event.value, self.stack[-1], event.start_mark
+        # A plain "<<" is YAML 1.1's merge key; a quoted one is an ordinary string.
+        if key == "<<" and not event.style and event.tag is None:
+            raise _error("merge keys are not supported", self.path, mark)
+        first = top.keys.get(key)
+        if first is not None:
+            raise _error(f"duplicate key '{key}' (first defined at line {first[0]})",
+                         self.path, mark)
+        top.keys[key] = (mark.line + 1, mark.column + 1)
+        top.key = key
+
+    def _alias(self, event) -> None:
+        name = event.anchor
+        if self._expects_key():
+            raise _error("an alias cannot be a mapping key", self.path, event.start_mark)
+        if name not in self.anchors:
+            problem = ("refers to a node that contains it" if name in self.open_anchors
+                       else "is not defined")
+            raise _error(f"alias '*{name}' {problem}", self.path, event.start_mark)
+        node, height = self.anchors[name]
+        self._count(node.size, event, alias=True)
+        if len(self.stack) + height > MAX_DEPTH:
+            raise _error(f"nesting deeper than {MAX_DEPTH} levels after expanding "
+                         f"alias '*{name}'", self.path, event.start_mark)
+        self._attach(node, height)
+
+    def _open(self, event) -> None:
+        is_map = isinstance(event, yaml.MappingStartEvent)
+        kind = "mapping" if is_map else "sequence"
+        _check_tag(event, _MAP_TAGS if is_map else _SEQ_TAGS, kind, self.path)
+        if self._expects_key():
+            raise _error(f"a mapping key must be a scalar, not a {kind}", self.path,
+                         event.start_mark)
+        if len(self.stack) >= MAX_DEPTH:
+            raise _error(f"nesting deeper than {MAX_DEPTH} levels", self.path,
+                         event.start_mark)
+        self._count(1, event, alias=False)
+        if event.anchor is not None:
+            self._define(event.anchor, event.start_mark)
+            self.open_anchors[event.anchor] = event.start_mark.line + 1
+        self.stack.append(_Frame(is_map, event.start_mark, event.anchor))
+
+    def _close(self, event) -> None:
+        frame = self.stack.pop()
+        node = Node(frame.items, frame.line, frame.col, keys=frame.keys, size=frame.size)
+        height = frame.height + 1
+        if frame.anchor is not None:
+            del self.open_anchors[frame.anchor]
+            self.anchors[frame.anchor] = (node, height)
+        self._attach(node, height)
+
+    def _define(self, anchor: str, mark) -> None:
+        """Refuse a reused anchor name, as PyYAML's SafeLoader does."""
+        done = self.anchors.get(anchor)
+        first = done[0].line if done else self.open_anchors.get(anchor)
+        if first is not None:
+            raise _error(f"duplicate anchor '&{anchor}' (first defined at line {first})",
+                         self.path, mark)
+
+    def _expects_key(self) -> bool:
+        return bool(self.stack) and self.stack[-1].keys is not None \
+            and self.stack[-1].key is None
+
+    def _count(self, size: int, event, alias: bool) -> None:
+        self.total += size
+        if self.total > MAX_NODES:
+            message = ("document too large after expanding aliases (billion laughs?)"
+                       if alias else f"document too large (more than {MAX_NODES} nodes)")
+            raise _error(message, self.path, event.start_mark)
+
+    def _attach(self, node: Node, height: int) -> None:
+        if not self.stack:
+            self.root = node
+            return
+        top = self.stack[-1]
+        top.size += node.size
+        top.height = max(top.height, height)
+        if top.keys is None:
+            top.items.append(node)
+        else:
+            top.items[top.key] = node
+            top.key = None
+
+
+_HANDLERS = {
+    yaml.DocumentStartEvent: _TreeBuilder._document_start,
+    yaml.DocumentEndEvent: _TreeBuilder._document_end,
+    yaml.ScalarEvent: _TreeBuilder._scalar,
+    yaml.AliasEvent: _TreeBuilder._alias,
+    yaml.MappingStartEvent: _TreeBuilder._open,
+    yaml.SequenceStartEvent: _TreeBuilder._open,
+    yaml.MappingEndEvent: _TreeBuilder._close,
+    yaml.SequenceEndEvent: _TreeBuilder._close,
+}
