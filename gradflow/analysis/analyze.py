@@ -109,7 +109,7 @@ def stop_reports(graph, stop_cuts: dict) -> list:
 
 
 def model_info(model, structural: bool) -> dict:
-    return {"name": model.name, "path": model.path, "mode": "structural" if structural else "numeric",
+    return {"name": model.name, "description": model.spec.description, "path": model.path, "mode": "structural" if structural else "numeric",
             "seed": model.seed, "dims": dict(model.dims), "nodes": len(model.tape.nodes),
             "params": len(model.params), "param_count": model.param_count}
 

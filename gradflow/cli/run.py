@@ -137,4 +137,6 @@ def render_check(results, fmt: str, no_color: bool) -> None:
     from gradflow.cli.render import FORMATS
     for r in results:
         print_warnings(r.warnings)
+        if r.error is not None:   # an invalid model is always one located line on stderr
+            click.echo(str(r.error), err=True)
     FORMATS[fmt].render_check(results, no_color)

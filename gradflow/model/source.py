@@ -69,11 +69,78 @@ def parse_yaml(text: str | bytes, path: str) -> Node:
     text = _as_text(text, path)
     builder = _TreeBuilder(path)
     try:
-        for event in yaml.parse(text, Loader=LOADER):
+        for event in rejoin_calls(yaml.parse(text, Loader=LOADER)):
             builder.feed(event)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, path) from exc
     return builder.finish()
+
+
+def rejoin_calls(events):
+    """Undo YAML's split of a call at its commas inside a flow collection.
+
+    In ``{shape: [n], init: randint(0, actions)}`` YAML sees the value
+    ``randint(0`` and then a key ``actions)`` with no value; in ``[f(a, b)]`` two
+    items. A plain scalar with unclosed brackets takes the following plain
+    pieces back (a key must have no value) until its brackets balance, so the
+    format's own examples mean what they say.
+    """
+    events = iter(events)
+    ahead: list = []
+    frames: list = []          # per open collection: [is_map, is_flow, wants_key]
+
+    def peek(k):
+        while len(ahead) <= k:
+            ahead.append(next(events, None))
+        return ahead[k]
+
+    while True:
+        event = ahead.pop(0) if ahead else next(events, None)
+        if event is None:
+            return
+        top = frames[-1] if frames else None
+        if (isinstance(event, yaml.ScalarEvent) and top and top[1] and not (top[0] and top[2])
+                and _is_plain(event) and _unclosed(event.value) > 0):
+            event = _rejoined(event, peek, ahead, top[0])
+        yield event
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            frames.append([isinstance(event, yaml.MappingStartEvent), bool(event.flow_style), True])
+            continue
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            frames.pop()
+            top = frames[-1] if frames else None
+        if top and top[0] and isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent,
+                                                 yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            top[2] = not top[2]
+
+
+def _rejoined(event, peek, ahead, in_map: bool):
+    value, last, depth = event.value, event, _unclosed(event.value)
+    while depth > 0:
+        piece = peek(0)
+        if not (isinstance(piece, yaml.ScalarEvent) and _is_plain(piece)):
+            break
+        if in_map:   # the piece arrived as a key: it must have no value of its own
+            empty = peek(1)
+            if not (isinstance(empty, yaml.ScalarEvent) and _is_plain(empty) and empty.value == ""):
+                break
+            del ahead[:2]
+            last = empty
+        else:
+            del ahead[:1]
+            last = piece
+        value += ", " + piece.value
+        depth = _unclosed(value)
+    return yaml.ScalarEvent(event.anchor, event.tag, event.implicit, value, event.start_mark,
+                            last.end_mark, event.style)
+
+
+def _is_plain(event) -> bool:
+    return not event.style and event.tag is None
+
+
+def _unclosed(text: str) -> int:
+    return text.count("(") + text.count("[") - text.count(")") - text.count("]")
 
 
 def _as_text(data: str | bytes, path: str) -> str:

@@ -397,3 +397,25 @@ def test_source_module_never_recurses_nor_composes():
     assert called == set()
     assert attributes.isdisjoint({"compose", "compose_all", "load", "load_all",
                                   "safe_load", "full_load", "unsafe_load"})
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("a: {init: randint(0, actions)}\n", {"init": "randint(0, actions)"}),
+    ("a: {init: normal(0.0, 1.0), b: uniform(-1, 1)}\n", {"init": "normal(0.0, 1.0)", "b": "uniform(-1, 1)"}),
+    ("a: {h: concat([x, y], axis=1)}\n", {"h": "concat([x, y], axis=1)"}),
+])
+def test_rejoin_calls_split_at_commas_in_flow_mappings(text, expected):
+    root = parse_yaml(text, "m.yaml")
+    assert {k: v.value for k, v in root.value["a"].value.items()} == expected
+
+
+def test_rejoin_calls_in_flow_sequences_and_not_elsewhere():
+    root = parse_yaml("a: [f(x, y), z]\nb: [x, y]\nc: 'f(x'\n", "m.yaml")
+    assert [n.value for n in root.value["a"].value] == ["f(x, y)", "z"]
+    assert [n.value for n in root.value["b"].value] == ["x", "y"]
+    assert root.value["c"].value == "f(x"
+
+
+def test_rejoin_calls_leaves_a_real_key_alone():
+    root = parse_yaml("a: {x: f(1, b: 2)}\n", "m.yaml")
+    assert list(root.value["a"].value) == ["x", "b"]

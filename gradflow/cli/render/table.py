@@ -52,6 +52,8 @@ def header(report) -> Text:
     text = Text()
     text.append(m["name"], style="bold")
     text.append(f"  {m['path']}\n", style="dim")
+    if m.get("description"):
+        text.append(m["description"] + "\n", style="italic")
     mode = "structural (no numbers)" if m["mode"] == "structural" else f"numeric, seed {m['seed']}"
     text.append(f"{mode}; {m['params']} parameters, {m['param_count']:,} values; {m['nodes']} nodes")
     return text
@@ -73,9 +75,6 @@ def table(report, notes: Notes) -> Table:
 def render_report(report, no_color: bool) -> None:
     out = console(no_color)
     out.print(header(report))
-    description = getattr(report, "description", "")
-    if description:
-        out.print(description, style="italic")
     notes = Notes()
     out.print(table(report, notes))
     for text, n in notes.texts.items():

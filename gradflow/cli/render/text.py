@@ -14,12 +14,8 @@ def render_check(results, no_color: bool) -> None:
     out = console(no_color)
     errors = warnings = 0
     for r in results:
-        if r.error is not None:
+        if r.error is not None:   # already on stderr as FILE:LINE:COL: error: ...
             errors += 1
-            line = Text(f"{r.error.path}:{r.error.line}:{r.error.col}: ")
-            line.append("error", style=STYLE["error"])
-            line.append(f": {r.error.message}")
-            out.print(line, soft_wrap=True)
             continue
         for f in r.report.findings:
             errors += f.severity == "error"

@@ -1,0 +1,157 @@
+"""The four statuses and their reasons, on small models written for each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradflow
+
+
+def analyze(write_model, text, **kw):
+    return gradflow.analyze(gradflow.load(write_model(text)), **kw)
+
+
+def test_status_unreachable_when_no_path(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          a: {shape: [3], init: ones}
+          b: {shape: [3], init: ones}
+        graph:
+          la: sum(a * a)
+          lb: sum(b)
+        losses: [la, lb]
+    """)
+    assert report.status("b", "la") == "unreachable"
+    assert report.status("a", "lb") == "unreachable"
+    pair = report.pair("b", "la")
+    assert pair.cut_by == [] and pair.norm == 0.0
+
+
+def test_status_zero_names_the_dead_relu(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+        graph:
+          h: relu(-w)
+          loss: sum(h) + 1
+        losses: [loss]
+    """)
+    pair = report.pair("w", "loss")
+    assert pair.status == "zero"
+    assert [(c.node, c.op, c.line) for c in pair.dies_at] == [("h", "relu", 5)]
+    assert pair.zero_fraction == 1.0
+
+
+def test_status_zero_when_multiplied_by_zero(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [2, 2]}
+        inputs:
+          x: {shape: [4, 2], init: zeros}
+        graph:
+          loss: sum(x @ w)
+        losses: [loss]
+    """)
+    pair = report.pair("w", "loss")
+    assert pair.status == "zero"
+    assert [c.op for c in pair.dies_at] == ["matmul"]
+
+
+def test_status_blocked_by_implicit_cut(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: normal}
+        graph:
+          loss: sum(w * 0 + 1) * max(w > 0)
+        losses: [loss]
+    """)
+    # w has a path through (w * 0 + 1): zero there; the comparison path is cut.
+    pair = report.pair("w", "loss")
+    assert pair.status == "zero"
+    assert [(c.op, c.kind) for c in pair.partially_cut_by] == [("greater", "implicit")]
+
+
+def test_status_blocked_lists_every_cut_nearest_the_loss(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: normal}
+        graph:
+          a: stop_gradient(w) * 2
+          b: detach(w * 3)
+          loss: sum(a + b)
+        losses: [loss]
+    """)
+    pair = report.pair("w", "loss")
+    assert pair.status == "blocked"
+    assert [(c.node, c.op, c.kind, c.line, c.col) for c in pair.cut_by] == [
+        ("a", "stop_gradient", "explicit", 5, 6), ("b", "stop_gradient", "explicit", 6, 6)]
+    # With both stops as the identity, d/dw sum(2w + 3w) = 5 for each of the 3 entries.
+    assert pair.counterfactual_norm == pytest.approx(5 * np.sqrt(3.0))
+
+
+def test_nested_stop_is_redundant(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: normal}
+        graph:
+          inner: stop_gradient(w)
+          loss: sum(stop_gradient(inner * 2) + w)
+        losses: [loss]
+    """)
+    by_node = {(s.cut.node, s.cut.col): s for s in report.stops}
+    assert by_node[("inner", 10)].redundant is True
+    assert by_node[("loss", 13)].redundant is False
+    assert [f.rule for f in report.findings] == ["GF106"]
+
+
+def test_counterfactual_norm_and_cut_norm(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          x: {value: 2.0}
+          y: {value: 3.0}
+        graph:
+          z: x * x + stop_gradient(y) * x
+        losses: [z]
+    """)
+    assert report.pair("x", "z").counterfactual_norm == pytest.approx(7.0)
+    assert report.pair("y", "z").counterfactual_norm == pytest.approx(2.0)
+    [stop] = report.stops
+    assert stop.cuts["z"]["cut_norm"] == pytest.approx(2.0)
+
+
+def test_no_counterfactual_leaves_numbers_null(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          x: {value: 2.0}
+        graph:
+          z: stop_gradient(x) * x
+        losses: [z]
+    """, counterfactual=False)
+    assert report.pair("x", "z").counterfactual_norm is None
+    assert report.stops[0].cuts["z"]["cut_norm"] is None
+
+
+def test_gf102_names_why_for_each_loss(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+          v: {shape: [3], init: ones}
+        graph:
+          l1: sum(stop_gradient(w) * v)
+          l2: sum(v)
+        losses: [l1, l2]
+    """)
+    [finding] = [f for f in report.findings if f.rule == "GF102"]
+    assert finding.param == "w" and finding.line == 3
+    assert "l1: blocked by stop_gradient in l1 (line 6:11)" in finding.message
+    assert "l2: no path" in finding.message

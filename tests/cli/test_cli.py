@@ -1,0 +1,154 @@
+"""The command line through click's CliRunner: outputs, formats and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from gradflow.cli.main import cli
+from tests.conftest import MODELS
+
+TAPE = str(MODELS / "stop_gradient_tape.yaml")
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_analyze_json_reports_tape_example():
+    result = run("analyze", TAPE, "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    x, y = doc["params"]
+    assert x["name"] == "x" and x["grads"]["z"]["status"] == "flows"
+    assert x["grads"]["z"]["norm"] == pytest.approx(7.0)
+    assert y["grads"]["z"]["status"] == "blocked"
+    [cut] = y["grads"]["z"]["cut_by"]
+    assert cut == {"node": "z", "op": "stop_gradient", "kind": "explicit", "line": 12, "col": 14}
+    assert doc["losses"] == [{"name": "z", "value": pytest.approx(10.0), "line": 14, "wrt": ["x"]}]
+    assert doc["summary"] == {"errors": 0, "warnings": 0}
+
+
+def test_analyze_json_has_every_section_of_the_document():
+    doc = json.loads(run("analyze", TAPE, "--format", "json").stdout)
+    assert list(doc) == ["format", "gradflow_version", "model", "losses", "params", "stops",
+                         "findings", "summary"]
+    assert doc["model"]["mode"] == "numeric" and doc["model"]["param_count"] == 2
+    [stop] = doc["stops"]
+    assert stop["cuts"]["z"] == {"blocks": ["y"], "partial": [], "cut_norm": pytest.approx(2.0)}
+    assert stop["redundant"] is False
+
+
+def test_analyze_table_names_the_cut():
+    result = run("analyze", TAPE)
+    assert result.exit_code == 0
+    assert "flows 7" in result.output
+    assert "blocked [1]" in result.output
+    assert "[1] blocked by stop_gradient in z (line 12:14)" in result.output
+    assert "\x1b[" not in result.output   # not a terminal: no ANSI codes
+
+
+def test_analyze_weights_load_values_by_name(tmp_path):
+    weights = tmp_path / "w.npz"
+    np.savez(weights, x=np.array(5.0), y=np.array(1.0))
+    doc = json.loads(run("analyze", TAPE, "--format", "json", "--weights", str(weights)).stdout)
+    assert doc["params"][0]["grads"]["z"]["norm"] == pytest.approx(2 * 5.0 + 1.0)
+
+
+def test_analyze_weights_shape_mismatch_is_an_input_error(tmp_path):
+    weights = tmp_path / "w.npz"
+    np.savez(weights, x=np.zeros(3))
+    result = run("analyze", TAPE, "--weights", str(weights))
+    assert result.exit_code == 2
+    assert "stop_gradient_tape.yaml:9:3: error: weights 'x'" in result.stderr
+    assert "shape [3]" in result.stderr and "Traceback" not in result.output
+
+
+def test_analyze_weights_unknown_key_is_a_warning(tmp_path):
+    weights = tmp_path / "w.npz"
+    np.savez(weights, nothing=np.zeros(3))
+    result = run("analyze", TAPE, "--format", "json", "--weights", str(weights))
+    assert result.exit_code == 0
+    assert "'nothing' names no parameter" in result.stderr
+    json.loads(result.stdout)
+
+
+def test_analyze_save_grads_writes_loss_param_arrays(tmp_path):
+    out = tmp_path / "g.npz"
+    assert run("analyze", TAPE, "--save-grads", str(out)).exit_code == 0
+    with np.load(out) as saved:
+        assert sorted(saved.files) == ["z/x"]     # y is blocked: no array for it
+        assert float(saved["z/x"]) == pytest.approx(7.0)
+
+
+def test_check_shipped_models_pass():
+    result = run("check", str(MODELS))
+    assert result.exit_code == 0, result.output
+    assert "ok" in result.output
+
+
+def test_check_flipped_expectation_fails_with_exit_1(write_model):
+    text = (MODELS / "stop_gradient_tape.yaml").read_text().replace("flows: [x]", "flows: [x, y]")
+    path = write_model(text)
+    result = run("check", path)
+    assert result.exit_code == 1
+    assert ":17:16: error: z: expected y to be flows, but it is blocked" in result.output
+    assert "[GF100]" in result.output
+
+
+def test_check_missing_file_exits_2():
+    result = run("check", "no/such/model.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("no/such/model.yaml:1:1: error:")
+
+
+def test_check_invalid_model_exits_2_with_one_located_line(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3]}
+        graph:
+          z: sum(relux(w))
+        losses: [z]
+    """)
+    result = run("check", path)
+    assert result.exit_code == 2
+    assert result.stderr == f"{path}:5:10: error: unknown op 'relux' (did you mean 'relu'?)\n"
+    assert "1 failed" in result.stdout
+
+
+def test_check_directory_skips_yaml_that_is_not_a_model(tmp_path, write_model):
+    write_model("just: some config\n", "config.yaml")
+    write_model((MODELS / "stop_gradient_tape.yaml").read_text(), "m.yml")
+    result = run("check", str(tmp_path), "--format", "json")
+    doc = json.loads(result.stdout)
+    assert [f["model"]["name"] for f in doc["files"]] == ["stop_gradient_tape"]
+
+
+def test_check_json_is_one_document_with_summary():
+    result = run("check", TAPE, "--format", "json")
+    doc = json.loads(result.stdout)
+    assert doc["format"] == 1 and len(doc["files"]) == 1
+    assert doc["summary"]["errors"] == 0 and doc["summary"]["files"] == 1
+
+
+def test_check_github_format_prints_workflow_commands(write_model):
+    path = write_model((MODELS / "stop_gradient_tape.yaml").read_text().replace("flows: [x]", "flows: [y]"))
+    result = run("check", path, "--format", "github")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"::error file={path},line=17,col=13,title=GF100::")
+
+
+def test_version_prints_the_package_version():
+    import gradflow
+    assert run("--version").output.strip() == f"gradflow, version {gradflow.__version__}"
+
+
+def test_ops_lists_every_op():
+    from gradflow.engine import OPS
+    out = run("ops").output
+    for name, op in OPS.items():
+        assert f"  {name}(" in out, name
