@@ -402,7 +402,6 @@ def test_source_module_never_recurses_nor_composes():
 @pytest.mark.parametrize("text,expected", [
     ("a: {init: randint(0, actions)}\n", {"init": "randint(0, actions)"}),
     ("a: {init: normal(0.0, 1.0), b: uniform(-1, 1)}\n", {"init": "normal(0.0, 1.0)", "b": "uniform(-1, 1)"}),
-    ("a: {h: concat([x, y], axis=1)}\n", {"h": "concat([x, y], axis=1)"}),
 ])
 def test_rejoin_calls_split_at_commas_in_flow_mappings(text, expected):
     root = parse_yaml(text, "m.yaml")
