@@ -98,9 +98,11 @@ class Evaluator:
             return {"True": True, "False": False, "None": None}[name]
         if name in scope.later:
             raise self.fail(node, self.builder.forward_reference(scope, name))
-        if name in self.builder.spec.params or name in self.builder.spec.inputs:
-            raise self.fail(node, f"{name!r} is not visible in {scope.what}: "
-                                  "pass it in as a module input")
+        if name in self.builder.model.inputs:   # data (masks, tables) is visible everywhere
+            return self.builder.model.inputs[name]
+        if name in self.builder.spec.params or name in later_names(self.builder.spec.graph):
+            raise self.fail(node, f"{name!r} is not visible in {scope.what}: modules see their "
+                                  "inputs, their own params, the model's inputs and dims; pass it in")
         hint = did_you_mean(name, list(scope.tensors) + list(scope.dims))
         raise self.fail(node, f"undefined name {name!r}{hint}")
 
