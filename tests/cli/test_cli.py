@@ -152,3 +152,31 @@ def test_ops_lists_every_op():
     out = run("ops").output
     for name, op in OPS.items():
         assert f"  {name}(" in out, name
+
+
+def test_analyze_structural_gives_statuses_without_numbers():
+    doc = json.loads(run("analyze", TAPE, "--structural", "--format", "json").stdout)
+    assert doc["model"]["mode"] == "structural"
+    pair = doc["params"][1]["grads"]["z"]
+    assert pair["status"] == "blocked" and pair["norm"] is None
+
+
+def test_analyze_max_memory_refuses_a_large_numeric_run():
+    result = run("analyze", str(MODELS / "transformer.yaml"), "--max-memory", "1KiB")
+    assert result.exit_code == 2
+    assert "transformer.yaml:1:1: error: a numeric run needs about" in result.stderr
+    assert "--structural" in result.stderr
+
+
+def test_analyze_dim_and_seed_flags(tmp_path):
+    a = json.loads(run("analyze", str(MODELS / "vae.yaml"), "--format", "json", "--dim", "batch=3",
+                       "--seed", "5").stdout)
+    b = json.loads(run("analyze", str(MODELS / "vae.yaml"), "--format", "json", "--dim", "batch=3",
+                       "--seed", "6").stdout)
+    assert a["model"]["dims"]["batch"] == 3 and a["model"]["seed"] == 5
+    assert a["losses"][0]["value"] != b["losses"][0]["value"]
+
+
+def test_analyze_bad_dim_flag_is_a_usage_error():
+    result = run("analyze", TAPE, "--dim", "batch")
+    assert result.exit_code == 2 and "NAME=INTEGER" in result.output
