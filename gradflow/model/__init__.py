@@ -1,0 +1,1 @@
+"""The model layer: YAML model files -> validated spec -> lazy tape."""

@@ -1,0 +1,1 @@
+"""The analysis: structure, numbers and rules -> Report."""

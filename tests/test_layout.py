@@ -1,0 +1,54 @@
+"""The architecture holds: imports flow cli -> analysis -> model -> engine, errors is a
+leaf, and only the CLI imports click and rich. Read from the source with ast."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gradflow"
+LAYERS = ["errors", "engine", "model", "analysis", "cli"]   # each may import only those before it
+THIRD_PARTY_ONLY_IN_CLI = {"click", "rich"}
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "gradflow":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "top"
+
+
+def imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+    return found
+
+
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_layout_imports_flow_one_way(path):
+    own = layer_of("gradflow." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+    for module in imports(path):
+        if module.split(".")[0] in THIRD_PARTY_ONLY_IN_CLI:
+            assert own == "cli", f"{path.name} imports {module}"
+        target = layer_of(module)
+        if own == "top" or target in (None, "top") and own == "cli":
+            continue
+        assert target != "top", f"{path.name} imports the package root"
+        if target is not None:
+            assert LAYERS.index(target) <= LAYERS.index(own), f"{path.name} ({own}) imports {module}"
+
+
+def test_layout_every_module_has_a_docstring():
+    missing = [str(p.relative_to(PACKAGE)) for p in SOURCES
+               if p.stat().st_size and ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) is None]
+    assert missing == []
