@@ -1,5 +1,7 @@
 """`analyze --format table`: parameters x losses, status and norm in each cell; the
-reasons (cuts, where a zero gradient dies) as numbered notes under the table."""
+reasons (cuts, where a zero gradient dies) as numbered notes under the table.
+Partial cuts of flowing pairs are left to the JSON and markdown reports: in a
+table they bury the answer to "why does this get nothing?"."""
 
 from __future__ import annotations
 
@@ -40,8 +42,6 @@ def cell(pair, notes: Notes) -> Text:
         words += " " + notes.mark("blocked by " + ", ".join(place(c) for c in pair.cut_by))
     elif pair.status == "zero" and pair.dies_at:
         words += " " + notes.mark("gradient dies at " + ", ".join(place(c) for c in pair.dies_at))
-    elif pair.partially_cut_by:
-        words += " " + notes.mark("partly cut by " + ", ".join(place(c) for c in pair.partially_cut_by))
     if pair.nonfinite:
         words += f" ({pair.nonfinite} non-finite)"
     return Text(words, style=STYLE[pair.status])
@@ -64,8 +64,10 @@ def table(report, notes: Notes) -> Table:
     t.add_column("parameter", overflow="fold")
     t.add_column("shape", overflow="fold")
     for loss in report.losses:
-        title = loss.name if loss.value is None else f"{loss.name} = {number(loss.value)}"
-        t.add_column(title, overflow="fold")
+        t.add_column(loss.name, overflow="fold")
+    if report.model["mode"] == "numeric":
+        t.add_row(Text("loss value", style="dim"), "", *(Text(number(l.value), style="dim") for l in report.losses),
+                  end_section=True)
     for p in report.params:
         shape = "[" + ", ".join(map(str, p.shape)) + "]"
         t.add_row(p.name, shape, *(cell(p.grads[loss.name], notes) for loss in report.losses))
