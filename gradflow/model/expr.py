@@ -32,6 +32,10 @@ INIT_ARITY = {"normal": (0, 2), "uniform": (2,), "glorot": (0,), "he": (0,), "ze
 
 def parse_expression(text: str, path: str, origin: Place, quoted: bool = False) -> ast.expr:
     """Parse and check one graph expression; its nodes get file positions."""
+    deep = too_deep(text)
+    if deep is not None:   # say so before the parser recurses into it, at the bracket itself
+        raise ModelError(f"expression nested deeper than {MAX_DEPTH} levels", path, origin.line,
+                         origin.col + int(quoted) + deep)
     if len(text) > MAX_CHARS:
         raise ModelError(f"expression longer than {MAX_CHARS} characters", path, origin.line, origin.col)
     try:
@@ -45,6 +49,19 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False) 
     relocate(tree, origin, int(quoted) + indent_of(text))
     check(tree, path)
     return tree
+
+
+def too_deep(text: str) -> int | None:
+    """Index of the first bracket that opens level MAX_DEPTH + 1, or None."""
+    depth = 0
+    for index, char in enumerate(text[:MAX_CHARS + 1]):
+        if char in "([{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return index
+        elif char in ")]}":
+            depth -= 1
+    return None
 
 
 def indent_of(text: str) -> int:
