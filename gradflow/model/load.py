@@ -20,7 +20,7 @@ from gradflow.model.spec import (STATUSES, Entry, Init, InstanceSpec, LossSpec, 
 FORMAT_VERSION = 1
 TOP_KEYS = ("gradflow", "name", "description", "seed", "dims", "inputs", "params", "modules",
             "instances", "graph", "losses", "expect", "check")
-TENSOR_KEYS = {"input": ("shape", "dtype", "init", "value"), "param": ("shape", "init", "value")}
+TENSOR_KEYS = {"input": ("shape", "dtype", "init", "value"), "param": ("shape", "dtype", "init", "value")}
 MODULE_KEYS = ("inputs", "dims", "params", "graph", "output", "outputs", "description")
 CHECK_KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -139,6 +139,10 @@ class Loader:
             dtype = self.string(fields["dtype"], "dtype")
             if dtype not in ("float", "int"):
                 raise self.fail(f"dtype must be 'float' or 'int', not {dtype!r}", fields["dtype"])
+            if kind == "param" and dtype == "int":
+                raise self.fail(f"param {name!r} cannot be an integer tensor: parameters are trained "
+                                "by gradient; put integer data (labels, indices) under inputs",
+                                fields["dtype"])
         init = None
         if "value" in fields:
             init = self.value_init(fields["value"], name)
