@@ -68,13 +68,13 @@ class Graph:
             for parent in node.parents:
                 self.children[parent.index].append(node)
 
-    def edges(self, node):
-        """(parent, carries_gradient) for each input with a parameter upstream."""
+    def edges(self, node, every: bool = False):
+        """(parent, carries_gradient) for each input with a parameter upstream (``every``: all inputs)."""
         if node.op is None:
             return ()
         rules = node.op.vjps_for(len(node.parents))
         return [(p, rules[k] is not None and p.dtype.kind == "f")
-                for k, p in enumerate(node.parents) if self.upstream[p.index]]
+                for k, p in enumerate(node.parents) if every or self.upstream[p.index]]
 
     def cut_at(self, node, parent) -> Cut:
         """Whom to blame for the cut edge node <- parent: the op that has no gradient rule,

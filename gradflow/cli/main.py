@@ -149,6 +149,40 @@ def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, stru
 
 
 @cli.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("param")
+@click.option("--loss", "losses", multiple=True, help="Only these losses (repeatable).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Distinct paths shown per loss.")
+@with_options(common_model_options)
+@click.pass_context
+@fail_on_model_error
+def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_memory):
+    """Every path from PARAM to each loss, with the cuts on it marked."""
+    from gradflow.cli import run
+    from gradflow.cli.render import why as render_why
+    results = run.why(model, param, losses=losses, limit=limit, dims=dims, seed=seed, dtype=dtype,
+                      structural=structural, max_memory=max_memory)
+    render_why.render(param, results, ctx.obj["no_color"])
+
+
+@cli.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["tree", "dot", "mermaid"]), default="tree",
+              show_default=True)
+@click.option("--loss", "losses", multiple=True, help="Only what these losses depend on (tree).")
+@click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT")
+@click.pass_context
+@fail_on_model_error
+def graph(ctx, model, fmt, losses, dims):
+    """The model's entries and dependencies; cut edges dashed and labelled."""
+    from gradflow.cli import run
+    from gradflow.cli.render import graph as render_graph
+    entries, edges, kinds, roots = run.entry_graph(model, losses=losses, dims=dims)
+    render_graph.render(fmt, entries, edges, kinds, roots, ctx.obj["no_color"])
+
+
+@cli.command()
 @click.pass_context
 def ops(ctx):
     """Print the op table: every op, its inputs, arguments and gradient."""

@@ -16,7 +16,7 @@ import gradflow
 from gradflow.analysis.analyze import analyze as analyze_model
 from gradflow.analysis.rules import settings_for
 from gradflow.cli.main import Exit
-from gradflow.errors import ModelError
+from gradflow.errors import ModelError, did_you_mean
 
 MODEL_MARK = re.compile(r"^gradflow\s*:", re.MULTILINE)
 
@@ -54,6 +54,35 @@ def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structu
     report = analyze_model(model, structural=structural, counterfactual=counterfactual,
                            settings=settings, version=gradflow.__version__)
     return report, model
+
+
+def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **load):
+    """[(loss, Pair, [Path], more)] for each loss: the status and the paths from ``param``."""
+    from gradflow.analysis.flow import Graph
+    from gradflow.analysis.paths import paths
+    report, model = analyze_file(path, losses=losses, structural=structural, max_memory=max_memory,
+                                 counterfactual=False, **load)
+    if param not in model.params:
+        raise ModelError(f"no parameter {param!r}{did_you_mean(param, model.params)}", model.path, 1, 1)
+    graph = Graph(model.tape, model.params)
+    results = []
+    for name, loss in model.losses.items():
+        found, more = paths(graph, model.params[param], loss, limit)
+        results.append((name, report.pair(param, name), found, more))
+    return results
+
+
+def entry_graph(path, losses=(), dims=None):
+    """(entries, edges, kinds, roots) of a model, for `gradflow graph`."""
+    from gradflow.analysis.flow import Graph
+    from gradflow.analysis.paths import entry_graph as build_entry_graph
+    model = gradflow.load(path, dims=dims or None)
+    unknown = [name for name in losses if name not in model.losses]
+    if unknown:
+        raise ModelError(f"--loss {unknown[0]}: the model has no such loss", model.path, 1, 1)
+    entries, edges = build_entry_graph(model, Graph(model.tape, model.params))
+    kinds = {**{n: "input" for n in model.inputs}, **{n: "param" for n in model.params}}
+    return entries, edges, kinds, list(losses) or list(model.losses)
 
 
 def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:

@@ -1,0 +1,33 @@
+"""`gradflow why`: every path from a parameter to a loss, cut points marked."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gradflow.cli.render.console import console
+from gradflow.cli.render.table import STYLE
+
+
+def render(param: str, results, no_color: bool) -> None:
+    """``results``: [(loss, Pair, [Path], more)] for each loss asked about."""
+    out = console(no_color)
+    for loss, pair, found, more in results:
+        head = Text(f"{param} -> {loss}: ")
+        head.append(pair.status, style=STYLE[pair.status])
+        if pair.norm is not None and pair.status == "flows":
+            head.append(f" (norm {pair.norm:.3g})")
+        out.print(head)
+        if not found:
+            out.print("  no path: the loss does not depend on this parameter", style="dim")
+        for number, path in enumerate(found, 1):
+            line = Text(f"  {number}. ")
+            for k, step in enumerate(path.steps):
+                if k:
+                    line.append(" -> ")
+                line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
+                for cut in step.cuts:
+                    line.append(f" [x {cut.op} {cut.line}:{cut.col}]", style="red")
+            out.print(line)
+        if more:
+            out.print("  ... more paths not shown (raise --limit)", style="dim")
+        out.print()
