@@ -99,10 +99,12 @@ class Builder(ModuleCalls):
         dims = {name: value for name, (value, _) in self.spec.dims.items()}
         for name, value in overrides.items():
             if name not in dims:
-                raise ModelError(f"--dim {name}: the model has no dim {name!r}{did_you_mean(name, dims)}",
-                                 self.path, 1, 1)
-            if not isinstance(value, int) or value < 1:
-                raise ModelError(f"--dim {name}: must be a positive integer, got {value!r}", self.path, 1, 1)
+                known = f" (it has {', '.join(dims)})" if dims else " (it declares no dims)"
+                raise self.fail(f"--dim {name}={value}: the model has no dim {name!r}"
+                                f"{did_you_mean(name, dims) or known}", self.spec.dims_place or Place(1, 1))
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise self.fail(f"--dim {name}={value}: a dim must be a positive integer",
+                                self.spec.dims[name][1])
             dims[name] = value
         return dims
 
@@ -128,8 +130,9 @@ class Builder(ModuleCalls):
             raise self.fail(f"loss {name!r} is not a graph entry{did_you_mean(name, entries)}", place)
         t = tensors[name]
         if t.shape != ():
+            entry = next(e for e in self.spec.graph if name in e.targets)
             raise self.fail(f"loss {name!r} has shape {list(t.shape)}, but a loss must be a scalar: "
-                            f"reduce it, e.g. mean({name})", place)
+                            f"reduce it, e.g. {mean_hint(name, entry)}", entry.origin)
         if t.dtype.kind != "f":
             raise self.fail(f"loss {name!r} is an integer tensor; it cannot carry a gradient", place)
         return t
@@ -186,7 +189,7 @@ class Builder(ModuleCalls):
         tensor = self.tape.leaf(shape=shape, dtype=dtype, requires_grad=is_param,
                                 meta=NodeInfo(name, "param" if is_param else "input", t.place.line, t.place.col))
         self.model.places[name] = t.place
-        self.admit(tensor, t.place)
+        self.admit(tensor, t.shape_place or t.place, f"{'param' if is_param else 'input'} {name!r}")
         return tensor
 
     def concrete_shape(self, shape: tuple, dims: dict, name: str, place: Place) -> tuple:
@@ -199,12 +202,12 @@ class Builder(ModuleCalls):
             return dims[value]
         return value
 
-    def admit(self, tensor: Tensor, at) -> None:
+    def admit(self, tensor: Tensor, at, what: str = "a tensor") -> None:
         """Refuse absurd tensors and runaway graphs as they are recorded."""
         line, col = (at.line, at.col) if isinstance(at, Place) else (at.lineno, at.col_offset)
         if tensor.size > MAX_ELEMENTS:
-            raise ModelError(f"tensor of shape {list(tensor.shape)} has {tensor.size:.3g} elements "
-                             f"(more than {MAX_ELEMENTS:.0e}); check the dims", self.path, line, col)
+            raise ModelError(f"{what} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, "
+                             f"more than {MAX_ELEMENTS:.0e}; check the dims", self.path, line, col)
         if len(self.tape.nodes) > MAX_NODES:
             raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules",
                              self.path, line, col)
@@ -214,6 +217,14 @@ class Builder(ModuleCalls):
         text = f"{self.model.seed}/{entry}/{node.lineno}/{node.col_offset}/{len(self.tape.nodes)}"
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
 
+
+
+def mean_hint(name: str, entry) -> str:
+    """How to reduce a non-scalar loss, written in the model's own terms."""
+    text = ast.unparse(entry.tree) if entry.tree is not None else ""
+    if len(entry.targets) == 1 and 0 < len(text) <= 60:
+        return f"{name}: mean({text})"
+    return f"a new graph entry {name}_mean: mean({name}), listed under losses"
 
 
 def build(spec: ModelSpec, dims: dict | None = None, seed: int | None = None, dtype=np.float64) -> Model:

@@ -146,9 +146,12 @@ class Evaluator:
         if name == "pow" and (abs(b) > 64 or abs(a) > 2 ** 64):
             raise self.fail(node, "constant power too large")
         try:
-            return FOLD[name](a, b)
+            value = FOLD[name](a, b)
         except (ZeroDivisionError, OverflowError) as e:
             raise self.fail(node, f"constant arithmetic failed: {e}") from None
+        if isinstance(value, complex):
+            raise self.fail(node, f"constant arithmetic gives a complex number: ({a!r}) ** {b!r}")
+        return value
 
     # -- calls -----------------------------------------------------------------------
     def eval_Call(self, node):
@@ -249,7 +252,7 @@ class Evaluator:
             out = self.tape.apply(op, *tensors, meta=info, **attrs)
         except (ShapeError, TypeError, ValueError) as e:
             raise self.fail(node, f"graph.{self.entry} ({self.builder.path}:{node.lineno}): {e}") from None
-        self.builder.admit(out, node)
+        self.builder.admit(out, node, f"graph.{self.entry}")
         return out
 
 

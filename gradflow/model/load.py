@@ -105,6 +105,7 @@ class Loader:
         expect, expect_places = self.expect(get("expect"), losses)
         spec = ModelSpec(self.path, name, description, seed, dims, inputs, params, modules,
                          instances, graph, losses, expect, expect_places=expect_places)
+        spec.dims_place = place_of(root.keys["dims"]) if "dims" in top else None
         if "check" in top:
             spec.check, spec.check_place = self.check(top["check"]), place_of(top["check"])
         return spec

@@ -96,3 +96,4 @@ class ModelSpec:
     check: dict = field(default_factory=dict)   # rule settings from the file's `check:` block
     check_place: Place | None = None
     expect_places: dict = field(default_factory=dict)  # loss -> Place of its expect key
+    dims_place: Place | None = None  # the `dims:` key, where a wrong --dim NAME points
