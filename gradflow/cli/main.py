@@ -25,7 +25,7 @@ def parse_dims(ctx, param, values) -> dict:
     dims = {}
     for item in values:
         name, sep, value = item.partition("=")
-        if not sep or not value.strip().lstrip("-").isdigit():
+        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
             raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
         dims[name.strip()] = int(value)
     return dims
