@@ -183,6 +183,36 @@ def graph(ctx, model, fmt, losses, dims):
 
 
 @cli.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--eps", type=float, default=1e-6, show_default=True, help="Finite-difference step.")
+@click.option("--rtol", type=float, default=1e-4, show_default=True, help="Relative tolerance.")
+@click.option("--samples", type=click.IntRange(1), default=8, show_default=True,
+              help="Entries nudged per parameter (all of them for smaller ones).")
+@click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT")
+@click.option("--seed", type=int, default=None)
+@click.pass_context
+@fail_on_model_error
+def gradcheck(ctx, model, eps, rtol, samples, dims, seed):
+    """Compare the tape's gradients with central finite differences (exit 1 on a mismatch)."""
+    import gradflow
+    from gradflow.analysis.gradcheck import gradcheck as check_gradients
+    from gradflow.cli.render import gradcheck as render_gradcheck
+    checks = check_gradients(gradflow.load(model, dims=dims or None, seed=seed), eps=eps, rtol=rtol,
+                             samples=samples)
+    render_gradcheck.render(checks, ctx.obj["no_color"])
+    sys.exit(Exit.OK if all(c.ok for c in checks) else Exit.FAILED)
+
+
+@cli.command()
+def schema():
+    """Print the JSON Schema of the model format (for editors)."""
+    import json
+
+    from gradflow.model.schema import SCHEMA
+    click.echo(json.dumps(SCHEMA, indent=2))
+
+
+@cli.command()
 @click.pass_context
 def ops(ctx):
     """Print the op table: every op, its inputs, arguments and gradient."""
