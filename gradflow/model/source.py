@@ -40,6 +40,8 @@ _NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
 _NOT_PRINTABLE = re.compile(
     r"[^\t\n\r\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
 
+_OPENED = re.compile(r"while (?:parsing|scanning) an? (.+)")
+
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
 _DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,30})")
@@ -72,7 +74,7 @@ def parse_yaml(text: str | bytes, path: str) -> Node:
         for event in rejoin_calls(yaml.parse(text, Loader=LOADER)):
             builder.feed(event)
     except yaml.YAMLError as exc:
-        raise _yaml_error(exc, path) from exc
+        raise _yaml_error(exc, path, text) from exc
     return builder.finish()
 
 
@@ -170,13 +172,25 @@ def _decode_utf8(data: bytes, path: str) -> str:
                          path, line, col) from None
 
 
-def _yaml_error(exc: yaml.YAMLError, path: str) -> ModelError:
+def _yaml_error(exc: yaml.YAMLError, path: str, text: str = "") -> ModelError:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context
         if mark is not None and problem:
-            return _error(f"invalid YAML: {problem}", path, mark)
+            return _error(f"invalid YAML: {problem}{_yaml_hint(exc, mark, text)}", path, mark)
     return ModelError("invalid YAML: " + " ".join(str(exc).split()), path, 1, 1)
+
+
+def _yaml_hint(exc, mark, text: str) -> str:
+    """What the parser's own words leave out: a tab, or where the unclosed part began."""
+    lines = text.split("\n")
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    if line[mark.column:mark.column + 1] == "\t":
+        return " (a tab: YAML is indented with spaces)"
+    start, opened = exc.context_mark, _OPENED.match(exc.context or "")
+    if opened and start is not None and exc.problem and start.line != mark.line:
+        return f" (in the {opened.group(1)} that starts at line {start.line + 1}, column {start.column + 1})"
+    return ""
 
 
 def _error(message: str, path: str, mark) -> ModelError:
