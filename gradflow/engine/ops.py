@@ -34,7 +34,7 @@ from gradflow.errors import ShapeError
 REQUIRED = object()  # marks an attribute with no default
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     name: str
     group: str

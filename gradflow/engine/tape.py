@@ -65,6 +65,19 @@ class Tensor:
     def __getitem__(self, index): return self.tape.apply("getitem", self, index=index)
 
 
+new_object = object.__new__
+
+
+def values_of(parents) -> tuple:
+    """The parents' values; unrolled for one or two parents, the usual case on the hot path."""
+    n = len(parents)
+    if n == 1:
+        return (parents[0].value,)
+    if n == 2:
+        return (parents[0].value, parents[1].value)
+    return tuple([p.value for p in parents])
+
+
 def unbroadcast(grad, shape):
     """Sum a gradient back down to the shape of the input it belongs to.
 
@@ -113,42 +126,51 @@ class Tape:
         """Record ``op(*parents, **attrs)``; numbers among the parents become constants.
 
         This and ``backward`` are the hot path (one call per node of a model):
-        they avoid generators and repeated lookups on purpose.
+        they avoid generators, empty ``**`` calls and repeated lookups on purpose.
         """
         if op.__class__ is str:
             op = OPS.get(op) or resolve_op(op)
+        # A stop-gradient's output still "requires grad" so that a counterfactual
+        # sweep can pass through it; its rule of None is what cuts.
         requires_grad = False
         for p in parents:
             if p.__class__ is not Tensor:
                 parents = tuple(p if isinstance(p, Tensor) else self.constant(p) for p in parents)
+                requires_grad = any(p.requires_grad for p in parents)
                 break
-        for p in parents:
-            # A stop-gradient's output still "requires grad" so that a counterfactual
-            # sweep can pass through it; its rule of None is what cuts.
             if p.requires_grad:
                 requires_grad = True
-                break
-        attrs = op.bind_attrs(attrs) if attrs or op.attrs else {}
+        if attrs or op.attrs:
+            attrs = op.bind_attrs(attrs)
         if op.int_inputs:
             op.check_dtypes([p.dtype for p in parents])
         if self.eager:
-            if len(parents) == 1:
-                value = op.forward(parents[0].value, **attrs)
-            else:
-                value = op.forward(*[p.value for p in parents], **attrs)
+            values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
+            value = op.forward(*values, **attrs) if attrs else op.forward(*values)
             dtype = value.dtype
-            if dtype.kind == "f":
-                if dtype != self.dtype:  # int64 * float32 gives float64
+            if dtype is not self.dtype:  # dtypes are singletons: this is the common, cheap test
+                if dtype.kind != "f":
+                    if op.out == "float":  # comparisons, one_hot, sign of an int: 0/1 floats
+                        value, dtype = value.astype(self.dtype), self.dtype
+                    else:  # an integer result (argmax, ops on integer tensors) carries no gradient
+                        requires_grad = False
+                elif dtype != self.dtype:  # int64 * float32 gives float64
                     value, dtype = value.astype(self.dtype), self.dtype
-            elif op.out == "float":  # comparisons, one_hot, sign of an int: 0/1 floats
-                value, dtype = value.astype(self.dtype), self.dtype
             shape = value.shape
         else:
-            shape = op.infer_shape(*[p.shape for p in parents], **attrs)
-            dtype, value = op.out_dtype([p.dtype for p in parents], self.dtype), None
-        if requires_grad and dtype.kind != "f":
-            requires_grad = False
-        return Tensor(self, op, parents, attrs, shape, dtype, value, requires_grad, meta)
+            shape, dtype, value = *self.infer(op, parents, attrs), None
+            requires_grad = requires_grad and dtype.kind == "f"
+        # Tensor.__init__ inlined (the same fields): a frame less per node.
+        nodes, node = self.nodes, new_object(Tensor)
+        node.tape, node.index, node.op, node.parents, node.attrs = self, len(nodes), op, parents, attrs
+        node.shape, node.dtype, node.value, node.requires_grad, node.meta = shape, dtype, value, requires_grad, meta
+        nodes.append(node)
+        return node
+
+    def infer(self, op: Op, parents, attrs) -> tuple:
+        """(shape, dtype) of ``op(*parents)`` from the parents' shapes and dtypes alone."""
+        shape = op.infer_shape(*[p.shape for p in parents], **attrs)
+        return shape, op.out_dtype([p.dtype for p in parents], self.dtype)
 
     # -- sweeps --------------------------------------------------------------
     def run(self) -> None:
@@ -175,18 +197,17 @@ class Tape:
             op = node.op
             if op is None:
                 continue
-            parents = node.parents
+            parents, attrs, values = node.parents, node.attrs, None
             vjps = op.vjps_for(len(parents)) if op.variadic else op.vjps
-            args = None
             for k in range(len(parents)):
                 parent = parents[k]
                 if not parent.requires_grad:
                     continue
                 vjp = vjps[k]
                 if vjp is not None:
-                    if args is None:
-                        args = [p.value for p in parents]
-                    contrib = vjp(g, node.value, *args, **node.attrs)
+                    if values is None:
+                        values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
+                    contrib = vjp(g, node.value, *values, **attrs) if attrs else vjp(g, node.value, *values)
                     if contrib.shape != parent.shape:
                         contrib = unbroadcast(contrib, parent.shape)
                 elif i in through:
