@@ -21,6 +21,12 @@ GIB = 1024 ** 3
 def analyze(model, structural: bool = False, counterfactual: bool = True,
             settings: Settings | None = None, version: str = "") -> Report:
     """Analyse every (parameter, loss) pair of ``model``."""
+    # NaN and overflow are findings (GF105), not console noise.
+    with np.errstate(all="ignore"):
+        return analyze_quietly(model, structural, counterfactual, settings, version)
+
+
+def analyze_quietly(model, structural, counterfactual, settings, version) -> Report:
     settings = settings or settings_for(model)
     if not structural:
         ensure_values(model, settings.max_memory)

@@ -1,0 +1,111 @@
+"""Each GF1xx rule fires when it should and not otherwise; settings precedence."""
+
+from __future__ import annotations
+
+import gradflow
+from gradflow.analysis.rules import Settings, read_tool_table_simply, settings_for
+
+
+def rules_of(write_model, text, **overrides):
+    model = gradflow.load(write_model(text))
+    report = gradflow.analyze(model, settings=settings_for(model, overrides))
+    return sorted(((f.rule, f.severity, f.param) for f in report.findings), key=str)
+
+
+HEAD = """
+gradflow: 1
+params:
+  w: {shape: [3], init: ones}
+  v: {shape: [3], init: ones}
+"""
+
+
+def test_gf101_glob_matching_nothing(write_model):
+    found = rules_of(write_model, HEAD + """
+graph:
+  loss: sum(w * v)
+losses:
+  loss: {wrt: [w, q*]}
+expect:
+  loss: {flows: [vv]}
+""")
+    assert [r for r, _, _ in found] == ["GF101", "GF101"]
+
+
+def test_gf103_wrt_parameter_gets_nothing(write_model):
+    found = rules_of(write_model, HEAD + """
+graph:
+  loss: sum(stop_gradient(w) * v)
+losses:
+  loss: {wrt: [w, v]}
+""")
+    assert ("GF103", "error", "w") in found and ("GF102", "error", "w") in found
+
+
+def test_gf104_is_off_unless_selected(write_model):
+    text = HEAD + """
+graph:
+  loss: sum(w * v)
+losses:
+  loss: {wrt: [w]}
+"""
+    assert rules_of(write_model, text) == []
+    assert rules_of(write_model, text, select="GF104") == [("GF104", "error", "v")]
+
+
+def test_gf105_nan_loss_and_gradients(write_model):
+    found = rules_of(write_model, HEAD + """
+graph:
+  loss: sum(log(w - 2) * v)
+losses: [loss]
+""")
+    assert {r for r, _, _ in found} == {"GF105"}
+
+
+def test_gf107_zero_gradient_warns(write_model):
+    found = rules_of(write_model, HEAD + """
+graph:
+  loss: sum(relu(-w) * v) + sum(v)
+losses: [loss]
+""")
+    assert ("GF107", "warning", "w") in found
+
+
+def test_gf108_and_gf109_thresholds(write_model):
+    text = HEAD + """
+graph:
+  loss: sum(w * 1e-9) + sum(v * 1e4)
+losses: [loss]
+"""
+    assert rules_of(write_model, text) == [("GF108", "warning", "w"), ("GF109", "warning", "v")]
+    assert rules_of(write_model, text, vanishing=1e-12, exploding=1e6) == []
+
+
+def test_ignore_turns_a_rule_off(write_model):
+    text = HEAD + """
+graph:
+  loss: sum(relu(-w) * v) + sum(v)
+losses: [loss]
+"""
+    assert ("GF107", "warning", "w") not in rules_of(write_model, text, ignore="GF107, GF102")
+
+
+def test_settings_precedence_pyproject_then_file_then_cli(tmp_path, write_model):
+    (tmp_path / "pyproject.toml").write_text('[tool.gradflow]\nignore = ["GF107"]\nexploding = 5.0\n')
+    path = write_model(HEAD + """
+graph:
+  loss: sum(w)
+losses: [loss]
+check:
+  exploding: 7.0
+""")
+    model = gradflow.load(path)
+    assert settings_for(model).ignore == ("GF107",)
+    assert settings_for(model).exploding == 7.0
+    assert settings_for(model, {"exploding": 9.0}).exploding == 9.0
+    assert Settings().exploding == 1e3
+
+
+def test_tool_table_reader_for_python_without_tomllib():
+    text = '[tool.other]\nx = 1\n[tool.gradflow]\nselect = ["GF104", "GF106"]\nstrict = true\nvanishing = 1e-9 # low\n'
+    assert read_tool_table_simply(text) == {"select": ["GF104", "GF106"], "strict": True, "vanishing": 1e-9}

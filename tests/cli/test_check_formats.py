@@ -1,0 +1,81 @@
+"""`gradflow check`: strict, parallel jobs, colour and the CI output formats."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from click.testing import CliRunner
+
+from gradflow.cli.main import cli
+from tests.conftest import MODELS, ROOT
+
+BUG = str(ROOT / "tests/models/bugs/gan_stopped_discriminator_output.yaml")
+WARN = """
+gradflow: 1
+params:
+  w: {shape: [3], init: ones}
+  v: {shape: [3], init: ones}
+graph:
+  loss: sum(relu(-w) * v) + sum(v)
+losses: [loss]
+expect:
+  loss: {zero: [w]}
+"""
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_check_warnings_pass_unless_strict(write_model):
+    path = write_model(WARN)
+    assert run("check", path).exit_code == 0
+    assert run("check", path, "--strict").exit_code == 1
+
+
+def test_check_strict_from_the_file(write_model):
+    assert run("check", write_model(WARN + "check:\n  strict: true\n")).exit_code == 1
+
+
+def test_check_parallel_jobs_give_the_same_result():
+    one = json.loads(run("check", str(MODELS), "--format", "json").stdout)
+    two = json.loads(run("check", str(MODELS), "--format", "json", "-j", "2").stdout)
+    assert one == two and one["summary"]["files"] == 8
+
+
+def test_check_junit_has_one_testcase_per_model_and_rule():
+    root = ET.fromstring(run("check", BUG, str(MODELS / "gan.yaml"), "--format", "junit").stdout)
+    suites = root.findall("testsuite")
+    assert [len(s.findall("testcase")) for s in suites] == [10, 10]
+    failed = [c.get("name").split()[0] for c in suites[0].findall("testcase") if c.find("failure") is not None]
+    assert failed == ["GF100", "GF102", "GF103"]
+    assert suites[1].get("failures") == "0"
+
+
+def test_check_sarif_lists_results_with_regions():
+    doc = json.loads(run("check", BUG, "--format", "sarif").stdout)
+    assert doc["version"] == "2.1.0"
+    results = doc["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"GF100", "GF102", "GF103"}
+    region = results[0]["locations"][0]["physicalLocation"]["region"]
+    assert region["startLine"] > 0 and region["startColumn"] > 0
+
+
+def test_check_markdown_has_a_table_per_model():
+    out = run("check", BUG, "--format", "markdown").stdout
+    assert "| `G.w1` | [4, 16] | blocked" in out
+    assert "**1 checked, 1 failed**" in out
+
+
+def test_colour_follows_terminal_no_color_and_flag():
+    forced = {"FORCE_COLOR": "1", "NO_COLOR": None}
+    assert "\x1b[" in run("analyze", str(MODELS / "gan.yaml"), env=forced).output
+    assert "\x1b[" not in run("--no-color", "analyze", str(MODELS / "gan.yaml"), env=forced).output
+    assert "\x1b[" not in run("analyze", str(MODELS / "gan.yaml"), env={**forced, "NO_COLOR": "1"}).output
+
+
+def test_analyze_loss_filter_keeps_only_that_column():
+    doc = json.loads(run("analyze", str(MODELS / "gan.yaml"), "--loss", "g_loss", "--format", "json").stdout)
+    assert [l["name"] for l in doc["losses"]] == ["g_loss"]
+    assert list(doc["params"][0]["grads"]) == ["g_loss"]
