@@ -86,7 +86,10 @@ class Loader:
         if "gradflow" not in top:
             raise self.fail("missing 'gradflow: 1' (the format version) at the top of the model", root)
         version = top["gradflow"]
-        if version.value != FORMAT_VERSION or isinstance(version.value, bool):
+        if not isinstance(version.value, int) or isinstance(version.value, bool):
+            raise self.fail(f"the format version must be an integer ('gradflow: {FORMAT_VERSION}'), "
+                            f"not {kind_of(version.value)}", version)
+        if version.value != FORMAT_VERSION:
             raise self.fail(f"unsupported format version {version.value!r}: this gradflow reads "
                             f"'gradflow: {FORMAT_VERSION}'", version)
         get = top.get
