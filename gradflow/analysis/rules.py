@@ -152,6 +152,15 @@ def why(pair) -> str:
     return "gradient flows" + (f" (norm {pair.norm:.3g})" if pair.norm is not None else "")
 
 
+def actual(pair) -> str:
+    """What a pair really is, phrased to follow "expected X to be S, but ..."."""
+    if pair.status == "flows":
+        return why(pair)
+    if pair.status == "unreachable":
+        return f"it is unreachable: {why(pair)}"
+    return f"it is {why(pair)}" if pair.status == "blocked" else f"it is zero: {why(pair)}"
+
+
 def check_expect(ctx: Context) -> None:
     report, model = ctx.report, ctx.model
     structural = report.model["mode"] == "structural"
@@ -167,8 +176,8 @@ def check_expect(ctx: Context) -> None:
                     # Structure alone cannot tell a zero gradient from a flowing one.
                     if pair.status == status or (structural and {status, pair.status} == {"flows", "zero"}):
                         continue
-                    ctx.add("GF100", f"{loss}: expected {name} to be {status}, but it is {pair.status}: "
-                            f"{why(pair)}", place, loss=loss, param=name)
+                    ctx.add("GF100", f"{loss}: expected {name} to be {status}, but {actual(pair)}",
+                            place, loss=loss, param=name)
 
 
 def check_wrt(ctx: Context) -> None:
