@@ -100,7 +100,7 @@ def refusal(node: ast.AST) -> str | None:
     if type(node) in REFUSED:
         return f"{REFUSED[type(node)]} is not allowed in a graph expression"
     if isinstance(node, ast.Name):
-        return "names starting with '__' are not allowed" if node.id.startswith("__") else None
+        return f"{node.id!r}: names starting with '__' are not allowed" if node.id.startswith("__") else None
     if isinstance(node, ast.Attribute):
         return None if dotted_name(node) else "attribute access is not allowed (names are dotted identifiers)"
     if isinstance(node, ast.Constant):
@@ -109,7 +109,8 @@ def refusal(node: ast.AST) -> str | None:
     if isinstance(node, ast.UnaryOp):
         return None if isinstance(node.op, UNARY) else f"the operator '{op_text(node.op)}' is not allowed"
     if isinstance(node, ast.BinOp):
-        return None if type(node.op) in BINARY else f"the operator '{op_text(node.op)}' is not allowed"
+        return None if type(node.op) in BINARY else (
+            f"the operator '{op_text(node.op)}' is not allowed (the operators are + - * / ** @ and comparisons)")
     if isinstance(node, ast.Compare):
         if len(node.ops) > 1:
             return "chained comparisons are not allowed: compare two values at a time"
