@@ -32,32 +32,37 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
         ensure_values(model, settings.max_memory)
     graph = Graph(model.tape, model.params)
     pairs = {name: {} for name in model.params}
-    stop_cuts, grads_kept = {}, {}
+    per_loss, grads_kept = {}, {}
     for loss_name, loss in model.losses.items():
         flow = graph.flow(loss)
         grads = None if structural else model.tape.backward(loss)
         for name, t in model.params.items():
-            pair = Pair(flow.status(t))
-            cuts = flow.cuts_of(name)
-            if pair.status == "blocked":
-                pair.cut_by = cuts
-            elif pair.status == "flows":
-                pair.partially_cut_by = cuts
-            if grads is not None:
-                fill_numbers(pair, grads, t, graph, flow)
-                if pair.status in ("flows", "zero"):
-                    grads_kept[(loss_name, name)] = grads[t.index]
-            pairs[name][loss_name] = pair
+            pair = pairs[name][loss_name] = pair_of(name, t, flow, grads, graph)
+            if grads is not None and pair.status in ("flows", "zero"):
+                grads_kept[(loss_name, name)] = grads[t.index]
+        norms = None
         if grads is not None and counterfactual:
             add_counterfactuals(model, loss, grads, flow, pairs, loss_name)
-        stop_cuts[loss_name] = (flow, None if grads is None or not counterfactual else
-                                {c: cut_norm(model, loss, grads, c) for c in flow.behind if c.kind == "explicit"})
-    report = Report(model_info(model, structural), loss_reports(model, structural),
-                    [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n])
-                     for n, t in model.params.items()],
-                    stop_reports(graph, stop_cuts), grads=grads_kept, version=version)
+            norms = {c: cut_norm(model, loss, grads, c) for c in flow.behind if c.kind == "explicit"}
+        per_loss[loss_name] = (flow, norms)
+    params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n]) for n, t in model.params.items()]
+    report = Report(model_info(model, structural), loss_reports(model, structural), params,
+                    stop_reports(graph, per_loss), grads=grads_kept, version=version)
     report.findings = evaluate(report, model, settings)
     return report
+
+
+def pair_of(name, t, flow, grads, graph) -> Pair:
+    """One (parameter, loss) pair: status and cuts from structure, numbers from ``grads``."""
+    pair = Pair(flow.status(t))
+    cuts = flow.cuts_of(name)
+    if pair.status == "blocked":
+        pair.cut_by = cuts
+    elif pair.status == "flows":
+        pair.partially_cut_by = cuts
+    if grads is not None:
+        fill_numbers(pair, grads, t, graph, flow)
+    return pair
 
 
 def ensure_values(model, max_memory: float) -> None:
@@ -115,8 +120,8 @@ def stop_reports(graph, stop_cuts: dict) -> list:
 
 
 def model_info(model, structural: bool) -> dict:
-    return {"name": model.name, "description": model.spec.description, "path": model.path, "mode": "structural" if structural else "numeric",
-            "seed": model.seed, "dims": dict(model.dims), "nodes": len(model.tape.nodes),
+    return {"name": model.name, "description": model.spec.description, "path": model.path,
+            "mode": "structural" if structural else "numeric", "seed": model.seed, "dims": dict(model.dims), "nodes": len(model.tape.nodes),
             "params": len(model.params), "param_count": model.param_count}
 
 
