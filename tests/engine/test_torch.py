@@ -1,0 +1,259 @@
+"""PyTorch as an oracle: every op's value and gradients, and three composite models.
+
+Optional: skipped when torch is not installed. TORCH maps each op to the torch
+expression that means the same thing (float64); a guard fails when an op has
+neither a row there nor a stated reason in NO_TORCH. The composite models are
+written once against an ``op(name, *args, **attrs)`` function and run both on
+the tape and, through TORCH, in torch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gradflow.engine import OPS, Tape
+from gradflow.engine.ops import dropout_keep, norm_axes
+from test_ops import CASES  # pytest puts this directory on sys.path
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+pytestmark = pytest.mark.torch
+
+
+# ---------------------------------------------------------------- the table
+def dims(axis, ndim) -> tuple:
+    return norm_axes(axis, ndim)
+
+
+def reduction(fn, **fixed):
+    """A torch reduction taking numpy's axis/keepdims (axis=() reduces nothing, unlike torch's dim=())."""
+    def call(x, axis=None, keepdims=False):
+        if axis == ():
+            return fn(x.unsqueeze(-1), dim=-1, **fixed)  # a reduction over one size-1 axis: same values
+        return fn(x, dim=dims(axis, x.ndim), keepdim=keepdims, **fixed)
+    return call
+
+
+def getitem(x, index=()):
+    # torch has no negative slice steps: index an array of positions with numpy, gather those.
+    where = np.arange(max(x.numel(), 1)).reshape(x.shape)[index]
+    return x.reshape(-1)[torch.as_tensor(np.array(where))]  # a copy: torch refuses negative strides
+
+
+def expand_dims(x, axis):
+    for a in norm_axes(axis, x.ndim + (1 if isinstance(axis, int) else len(axis))):
+        x = x.unsqueeze(a)
+    return x
+
+
+def take(x, idx, axis=None):
+    if axis is None:
+        return x.reshape(-1)[idx]
+    return x[(slice(None),) * (axis % x.ndim) + (idx,)]
+
+
+def pool(fn):
+    """torch pools want [N, C, H, W]: lift [H, W] inputs and back."""
+    def call(x, kernel, stride=None):
+        lead = x.shape[:-2]
+        out = fn(x.reshape((-1, 1) + tuple(x.shape[-2:])), kernel, stride if stride is not None else kernel)
+        return out.reshape(tuple(lead) + tuple(out.shape[-2:]))
+    return call
+
+
+def dropout(x, p, seed=0):
+    # torch draws its mask from its own generator, so the mask cannot match; the
+    # arithmetic (inverted dropout, PyTorch's training mode) is torch's here.
+    keep = torch.as_tensor(dropout_keep(tuple(x.shape), p, seed))
+    return torch.where(keep, x / (1 - p), torch.zeros_like(x)) if p < 1 else x * 0
+
+
+def compare(fn):
+    return lambda a, b: fn(a, b).to(torch.float64)
+
+
+TORCH = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+    "matmul": torch.matmul, "neg": torch.neg,
+    "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "sqrt": torch.sqrt, "square": torch.square,
+    "abs": torch.abs, "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+    "leaky_relu": lambda x, slope=0.01: F.leaky_relu(x, slope),
+    "elu": lambda x, alpha=1.0: F.elu(x, alpha),
+    "gelu": lambda x: F.gelu(x, approximate="tanh"),
+    "softplus": F.softplus,
+    "clip": lambda x, lo, hi: torch.clamp(x, lo, hi),
+    "maximum": torch.maximum, "minimum": torch.minimum,
+    "where": lambda cond, a, b: torch.where(cond != 0, a, b),
+    "sum": reduction(torch.sum), "mean": reduction(torch.mean), "max": reduction(torch.amax),
+    "min": reduction(torch.amin), "logsumexp": reduction(torch.logsumexp),
+    "var": reduction(torch.var, correction=0), "norm": reduction(torch.linalg.vector_norm),
+    "getitem": getitem,
+    "reshape": lambda x, shape: torch.reshape(x, (shape,) if isinstance(shape, int) else tuple(shape)),
+    "transpose": lambda x, axes=None: x.permute(tuple(axes) if axes is not None else tuple(range(x.ndim))[::-1]),
+    "expand_dims": expand_dims,
+    "squeeze": lambda x, axis=None: torch.squeeze(x) if axis is None else torch.squeeze(x, dim=axis),
+    "broadcast_to": lambda x, shape: torch.broadcast_to(x, tuple(shape)),
+    "concat": lambda *xs, axis=0: torch.cat(xs, dim=axis),
+    "stack": lambda *xs, axis=0: torch.stack(xs, dim=axis),
+    "take": take,
+    "take_along_axis": lambda x, idx, axis: torch.take_along_dim(x, idx, dim=axis),
+    "softmax": lambda x, axis=-1: torch.softmax(x, dim=axis),
+    "log_softmax": lambda x, axis=-1: torch.log_softmax(x, dim=axis),
+    "layer_norm": lambda x, gamma, beta, eps=1e-5: F.layer_norm(x, x.shape[-1:], gamma, beta, eps),
+    "cross_entropy": F.cross_entropy,
+    "mse": lambda a, b: F.mse_loss(*torch.broadcast_tensors(a, b)),
+    "binary_cross_entropy": lambda p, y: F.binary_cross_entropy(*torch.broadcast_tensors(p, y)),
+    "dropout": dropout,
+    "conv2d": lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
+    "max_pool2d": pool(F.max_pool2d), "avg_pool2d": pool(F.avg_pool2d),
+    "one_hot": lambda idx, n: F.one_hot(idx, n).to(torch.float64),
+    "stop_gradient": lambda x: x.detach(),
+    # torch has no such ops; these are the usual one-line torch idioms for them.
+    "grad_scale": lambda x, s: s * x + (1 - s) * x.detach(),
+    "grad_reverse": lambda x: 2 * x.detach() - x,
+    "argmax": lambda x, axis=None, keepdims=False: torch.argmax(x, dim=axis, keepdim=keepdims),
+    "argmin": lambda x, axis=None, keepdims=False: torch.argmin(x, dim=axis, keepdim=keepdims),
+    "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign,
+    "less": compare(torch.lt), "less_equal": compare(torch.le), "greater": compare(torch.gt),
+    "greater_equal": compare(torch.ge), "equal": compare(torch.eq), "not_equal": compare(torch.ne),
+}
+
+# Ops with no torch counterpart, each with the reason. Empty today: keep the reason if one is added.
+NO_TORCH: dict[str, str] = {}
+
+
+def test_every_op_has_a_torch_row_or_a_reason():
+    assert set(OPS) - set(TORCH) - set(NO_TORCH) == set()
+    assert set(TORCH) & set(NO_TORCH) == set()
+    assert all(reason.strip() for reason in NO_TORCH.values())
+
+
+# ---------------------------------------------------------------- op by op
+def all_cases():
+    for name, cases in CASES.items():
+        if name in TORCH:
+            for case in cases:
+                yield pytest.param(name, case, id=f"{name}-{case.id}")
+
+
+def tape_run(name, arrays, attrs, weights):
+    tape = Tape()
+    inputs = [tape.param(a) if a.dtype.kind == "f" else tape.leaf(a) for a in arrays]
+    out = tape.apply(name, *inputs, **attrs)
+    if out.dtype.kind != "f":
+        return out.value, [None] * len(inputs)
+    grads = tape.backward(tape.apply("sum", out * tape.constant(weights)))
+    return out.value, [grads[x.index] for x in inputs]
+
+
+def torch_run(name, arrays, attrs, weights):
+    inputs = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    out = TORCH[name](*inputs, **attrs)
+    if out.requires_grad:
+        (out * torch.as_tensor(weights)).sum().backward()
+    return out.detach().numpy(), [None if x.grad is None else x.grad.numpy() for x in inputs]
+
+
+@pytest.mark.parametrize("name,case", list(all_cases()))
+def test_op_matches_torch_in_value_and_gradient(name, case):
+    rng = np.random.default_rng(0)
+    arrays = [np.asarray(a) for a in case.make(rng)]
+    tape = Tape(eager=False)
+    out = tape.apply(name, *[tape.leaf(shape=a.shape, dtype=a.dtype) for a in arrays], **case.attrs)
+    weights = rng.normal(size=out.shape)
+    ours, our_grads = tape_run(name, arrays, case.attrs, weights)
+    theirs, their_grads = torch_run(name, arrays, case.attrs, weights)
+    assert np.shape(ours) == np.shape(theirs)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+    for k, (mine, other) in enumerate(zip(our_grads, their_grads)):
+        if mine is None:
+            assert other is None or not np.any(other), f"input {k}: torch passes gradient, we do not"
+            continue
+        assert other is not None, f"input {k}: we pass gradient, torch does not"
+        np.testing.assert_allclose(mine, other, rtol=1e-9, atol=1e-12, err_msg=f"input {k}")
+
+
+# ---------------------------------------------------------------- composite models
+def tape_backend(tape):
+    return lambda name, *args, **attrs: tape.apply(name, *args, **attrs)
+
+
+def torch_backend(name, *args, **attrs):
+    return TORCH[name](*args, **attrs)
+
+
+def conv_net(op, p, x, labels):
+    h = op("conv2d", x, p["w1"], padding=1)
+    h = op("relu", op("add", h, op("reshape", p["b1"], shape=(4, 1, 1))))
+    h = op("max_pool2d", h, kernel=2)                                  # [2, 4, 4, 4]
+    h = op("gelu", op("conv2d", h, p["w2"], stride=1))                 # [2, 6, 2, 2]
+    h = op("avg_pool2d", h, kernel=2)                                  # [2, 6, 1, 1]
+    logits = op("matmul", op("reshape", h, shape=(2, -1)), p["fc"])
+    return op("cross_entropy", logits, labels)
+
+
+def attention_block(op, p, x, target):
+    def norm(h, g, b):
+        return op("layer_norm", h, g, b)
+    h = norm(x, p["g1"], p["b1"])
+    q, k, v = (op("matmul", h, p[w]) for w in ("wq", "wk", "wv"))
+    scores = op("div", op("matmul", q, op("transpose", k, axes=(0, 2, 1))), math.sqrt(8))
+    att = op("matmul", op("softmax", scores, axis=-1), v)
+    x2 = op("add", x, op("matmul", att, p["wo"]))
+    m = op("gelu", op("add", op("matmul", norm(x2, p["g2"], p["b2"]), p["w1"]), p["c1"]))
+    y = op("add", x2, op("matmul", m, p["w2"]))
+    return op("mse", y, target)
+
+
+def vq_vae_step(op, p, x):
+    z = op("matmul", x, p["enc"])                                      # [6, 3]
+    diff = op("sub", op("expand_dims", z, axis=1), op("expand_dims", p["codes"], axis=0))
+    nearest = op("argmin", op("sum", op("square", diff), axis=-1), axis=1)
+    q = op("take", p["codes"], nearest, axis=0)
+    zq = op("add", z, op("stop_gradient", op("sub", q, z)))            # straight-through
+    recon = op("mse", op("matmul", zq, p["dec"]), x)
+    codebook = op("mse", op("stop_gradient", z), q)
+    commit = op("mse", z, op("stop_gradient", q))
+    return op("add", op("add", recon, codebook), op("mul", commit, 0.25))
+
+
+def model_params(rng, shapes):
+    return {name: rng.normal(size=shape) * 0.5 for name, shape in shapes.items()}
+
+
+MODELS = {
+    "conv_net": (conv_net, {"w1": (4, 1, 3, 3), "b1": (4,), "w2": (6, 4, 3, 3), "fc": (6, 3)},
+                 lambda rng: [rng.normal(size=(2, 1, 8, 8)), np.array([0, 2])]),
+    "attention": (attention_block, {"g1": (8,), "b1": (8,), "wq": (8, 8), "wk": (8, 8), "wv": (8, 8),
+                                    "wo": (8, 8), "g2": (8,), "b2": (8,), "w1": (8, 16), "c1": (16,),
+                                    "w2": (16, 8)},
+                  lambda rng: [rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 5, 8))]),
+    "vq_vae": (vq_vae_step, {"enc": (4, 3), "codes": (5, 3), "dec": (3, 4)},
+               lambda rng: [rng.normal(size=(6, 4))]),
+}
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_composite_model_matches_torch(model):
+    fn, shapes, make_data = MODELS[model]
+    rng = np.random.default_rng(7)
+    params, data = model_params(rng, shapes), make_data(rng)
+
+    tape = Tape()
+    ours = {k: tape.param(v) for k, v in params.items()}
+    loss = fn(tape_backend(tape), ours, *[tape.leaf(d) for d in data])
+    grads = tape.backward(loss)
+
+    theirs = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    torch_loss = fn(torch_backend, theirs, *[torch.tensor(d) for d in data])
+    torch_loss.backward()
+
+    np.testing.assert_allclose(loss.value, torch_loss.item(), rtol=1e-10)
+    for name, t in ours.items():
+        assert grads[t.index] is not None, f"{name} receives no gradient"
+        np.testing.assert_allclose(grads[t.index], theirs[name].grad.numpy(), rtol=1e-8, atol=1e-12,
+                                   err_msg=name)
