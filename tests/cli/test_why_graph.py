@@ -58,3 +58,18 @@ def test_graph_mermaid_uses_dotted_arrows_for_cuts():
     assert out.splitlines()[0] == "flowchart LR"
     assert "n1 -.->|stop_gradient 12:14| n2" in out
     assert "n0 --> n2" in out
+
+
+def test_why_names_where_a_zero_gradient_dies(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+        graph:
+          h: relu(-w)
+          loss: sum(h) + 1
+        losses: [loss]
+    """)
+    out = run("why", path, "w").output
+    assert out.splitlines()[:2] == ["w -> loss: zero", "  the gradient dies at relu in h (line 4:6)"]
+    assert "1. w -> h -> loss" in out

@@ -17,6 +17,9 @@ def render(param: str, results, no_color: bool) -> None:
         if pair.norm is not None and pair.status == "flows":
             head.append(f" (norm {pair.norm:.3g})")
         out.print(head)
+        for place in pair.dies_at:
+            out.print(f"  the gradient dies at {place.op} in {place.node} (line {place.line}:{place.col})",
+                      style="yellow")
         if not found:
             out.print("  no path: the loss does not depend on this parameter", style="dim")
         for number, path in enumerate(found, 1):
