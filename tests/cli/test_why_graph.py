@@ -71,5 +71,5 @@ def test_why_names_where_a_zero_gradient_dies(write_model):
         losses: [loss]
     """)
     out = run("why", path, "w").output
-    assert out.splitlines()[:2] == ["w -> loss: zero", "  the gradient dies at relu in h (line 4:6)"]
+    assert out.splitlines()[:2] == ["w -> loss: zero", "  the gradient dies at relu in h (line 5:6)"]
     assert "1. w -> h -> loss" in out
