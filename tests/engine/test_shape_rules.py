@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from gradflow.engine import OPS, Tape
+from gradflow.engine import Tape
 from gradflow.errors import ShapeError
 
 I = np.int64  # marks an integer input in the table below

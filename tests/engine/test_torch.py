@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape
-from gradflow.engine.ops import dropout_keep, norm_axes
+from gradflow.engine.kernels import dropout_keep
+from gradflow.engine.shapes import norm_axes
 from test_ops import CASES  # pytest puts this directory on sys.path
 
 torch = pytest.importorskip("torch")

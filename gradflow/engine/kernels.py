@@ -1,0 +1,275 @@
+"""Array code behind the op table: forwards and vjps too long for a lambda.
+
+numpy only. Every function computes in the dtype of its inputs and ``g`` (Python
+numbers only, never numpy float64 scalars), so a float32 tape stays float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from gradflow.engine.shapes import norm_axes, pair
+
+
+# ================================================================ arithmetic
+def matmul_vjp_a(g, ans, a, b):
+    if b.ndim == 1:
+        return g[..., None] * b
+    if a.ndim == 1:
+        return (b @ g[..., None])[..., 0]
+    return g @ np.swapaxes(b, -1, -2)
+
+
+def matmul_vjp_b(g, ans, a, b):
+    if a.ndim == 1 and b.ndim == 1:
+        return g * a
+    if a.ndim == 1:
+        return a[:, None] * g[..., None, :]
+    if b.ndim == 1:
+        return a * g[..., None]
+    return np.swapaxes(a, -1, -2) @ g
+
+
+def pow_vjp_exponent(g, ans, a, b):
+    # d(a**b)/db = a**b * log(a); 0 where a <= 0, as PyTorch does where the result is 0.
+    return g * ans * np.log(np.where(a > 0, a, 1))
+
+
+# ================================================================ elementwise
+def sigmoid(x):
+    return np.exp(-np.logaddexp(0, -x))  # no overflow for large |x|
+
+
+GELU_C = math.sqrt(2 / math.pi)
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(GELU_C * (x + 0.044715 * x ** 3)))
+
+
+def gelu_vjp(g, ans, x):
+    t = np.tanh(GELU_C * (x + 0.044715 * x ** 3))
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x))
+
+
+def elu(x, alpha=1.0):
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))  # expm1 never sees a large x
+
+
+def extremum_vjp(mine, wins):
+    """maximum/minimum for input ``mine`` (0 or 1): all of g where it wins, half on ties (as PyTorch)."""
+    def vjp(g, ans, a, b):
+        x, y = (a, b) if mine == 0 else (b, a)
+        return np.where(wins(x, y), g, np.where(x == y, g * 0.5, 0))
+    return vjp
+
+
+# ================================================================ reductions
+def expand_reduced(g, ndim, axis, keepdims):
+    """Give a reduction's gradient back the axes the reduction removed."""
+    return g if keepdims else np.expand_dims(g, norm_axes(axis, ndim))
+
+
+def first_extreme_mask(x, axis, pick):
+    """A 0/1 mask of the first arg-max (pick=np.argmax) or arg-min over the axes."""
+    axes = norm_axes(axis, x.ndim)
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    hit = np.zeros(flat.shape, dtype=bool)
+    np.put_along_axis(hit, pick(flat, axis=-1)[..., None], True, axis=-1)
+    return np.moveaxis(hit.reshape(moved.shape), range(x.ndim - len(axes), x.ndim), axes)
+
+
+def reduce_extreme_vjp(pick):
+    def vjp(g, ans, x, axis=None, keepdims=False):
+        return expand_reduced(g, x.ndim, axis, keepdims) * first_extreme_mask(x, axis, pick)
+    return vjp
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)  # all -inf along an axis: subtract nothing
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=norm_axes(axis, x.ndim))
+
+
+def var_vjp(g, ans, x, axis=None, keepdims=False):
+    n = x.size // max(np.size(ans), 1)
+    centred = x - np.mean(x, axis=axis, keepdims=True)
+    return expand_reduced(g, x.ndim, axis, keepdims) * centred * (2 / max(n, 1))
+
+
+def norm_vjp(g, ans, x, axis=None, keepdims=False):
+    # Zero at a zero norm (the subgradient PyTorch picks) instead of 0/0.
+    length = expand_reduced(ans, x.ndim, axis, keepdims)
+    return expand_reduced(g, x.ndim, axis, keepdims) * x / np.where(length == 0, np.inf, length)
+
+
+# ================================================================ shape
+def getitem_vjp(g, ans, x, index=()):
+    out = np.zeros(x.shape, dtype=g.dtype)
+    out[index] = g  # basic indexing never repeats an element, so assignment suffices
+    return out
+
+
+def transpose_vjp(g, ans, x, axes=None):
+    return np.transpose(g, None if axes is None else np.argsort([a % x.ndim for a in axes]))
+
+
+def concat_vjp(g, ans, *xs, axis=0, index):
+    a = axis % g.ndim
+    start = sum(x.shape[a] for x in xs[:index])
+    return g[(slice(None),) * a + (slice(start, start + xs[index].shape[a]),)]
+
+
+def take_vjp(g, ans, x, idx, axis=None):
+    out = np.zeros(x.size if axis is None else x.shape, dtype=g.dtype)
+    where = idx if axis is None else (slice(None),) * (axis % x.ndim) + (idx,)
+    np.add.at(out, where, g)  # an index may repeat: contributions add up
+    return out.reshape(x.shape)
+
+
+def take_along_axis_vjp(g, ans, x, idx, axis):
+    a = axis % x.ndim
+    out = np.zeros(g.shape[:a] + x.shape[a:a + 1] + g.shape[a + 1:], dtype=g.dtype)
+    where = list(np.indices(g.shape, sparse=True))
+    where[a] = np.broadcast_to(idx, g.shape)
+    np.add.at(out, tuple(where), g)
+    return out  # in the broadcast shape: the tape sums it back to x's
+
+
+# ================================================================ neural
+def softmax(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis=-1):
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def normalised(x, eps):
+    """layer_norm's x-hat and 1/sigma over the last axis."""
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    inv = 1 / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    return centred * inv, inv
+
+
+def layer_norm_vjp_x(g, ans, x, gamma, beta, eps=1e-5):
+    xhat, inv = normalised(x, eps)
+    d = g * gamma
+    return inv * (d - np.mean(d, axis=-1, keepdims=True) - xhat * np.mean(d * xhat, axis=-1, keepdims=True))
+
+
+def cross_entropy(logits, labels):
+    return -np.mean(np.take_along_axis(log_softmax(logits), labels[:, None], axis=1))
+
+
+def cross_entropy_vjp(g, ans, logits, labels):
+    p = softmax(logits)
+    p[np.arange(len(labels)), labels] -= 1
+    return p * (g / max(len(labels), 1))
+
+
+def clamped_log(p):
+    # PyTorch clamps BCE's logs at -100, so p of exactly 0 or 1 gives a finite loss.
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(p), -100)
+
+
+def binary_cross_entropy(p, y):
+    return -np.mean(y * clamped_log(p) + (1 - y) * clamped_log(1 - p))
+
+
+def bce_vjp_p(g, ans, p, y):
+    n = np.broadcast(p, y).size
+    return g * (p - y) / np.maximum(p * (1 - p), 1e-12) / n
+
+
+def bce_vjp_y(g, ans, p, y):
+    n = np.broadcast(p, y).size
+    grad = g * (clamped_log(1 - p) - clamped_log(p)) / n
+    return np.broadcast_to(grad, np.broadcast_shapes(p.shape, y.shape))
+
+
+def dropout_keep(shape, p, seed):
+    """The keep-mask: a function of (shape, p, seed) only, so the vjp can recompute it."""
+    return np.random.default_rng(seed).random(shape) >= p
+
+
+def dropout(x, p, seed=0):
+    scale = 0.0 if p >= 1 else 1 / (1 - p)
+    return np.where(dropout_keep(np.shape(x), p, seed), x * scale, 0)
+
+
+def dropout_vjp(g, ans, x, p, seed=0):
+    return dropout(g, p, seed)  # the same mask and scale: the op is linear in x
+
+
+def pad2d(x, padding):
+    (ph, pw) = pair(padding, "padding", 0)
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+
+
+def windows(x, kernel, stride):
+    """Every (kh, kw) window of the last two axes, strided: a view (..., Ho, Wo, kh, kw)."""
+    (kh, kw), (sh, sw) = pair(kernel, "kernel", 1), pair(stride, "stride", 1)
+    return sliding_window_view(x, (kh, kw), axis=(-2, -1))[..., ::sh, ::sw, :, :]
+
+
+def conv2d(x, w, stride=1, padding=0):
+    cols = windows(pad2d(x, padding), w.shape[2:], stride)       # N, C, Ho, Wo, kh, kw
+    out = np.tensordot(cols, w, axes=([1, 4, 5], [1, 2, 3]))     # N, Ho, Wo, O
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def conv2d_vjp_w(g, ans, x, w, stride=1, padding=0):
+    cols = windows(pad2d(x, padding), w.shape[2:], stride)
+    return np.tensordot(g, cols, axes=([0, 2, 3], [0, 2, 3]))
+
+
+def conv2d_vjp_x(g, ans, x, w, stride=1, padding=0):
+    (sh, sw), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
+    _, _, kh, kw = w.shape
+    ho, wo = g.shape[2:]
+    parts = np.tensordot(g, w, axes=([1], [0]))                  # N, Ho, Wo, C, kh, kw
+    out = np.zeros((x.shape[0], x.shape[1], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), dtype=g.dtype)
+    for i in range(kh):  # each kernel offset scatters one strided slice
+        for j in range(kw):
+            out[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += \
+                parts[..., i, j].transpose(0, 3, 1, 2)
+    return out[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
+
+
+def pool_windows(x, kernel, stride):
+    cols = windows(x, kernel, kernel if stride is None else stride)
+    return cols.reshape(cols.shape[:-2] + (-1,))                 # ..., Ho, Wo, kh*kw
+
+
+def max_pool2d_vjp(g, ans, x, kernel, stride=None):
+    (kh, kw) = pair(kernel, "kernel", 1)
+    (sh, sw) = pair(kernel if stride is None else stride, "stride", 1)
+    first = np.argmax(pool_windows(x, kernel, stride), axis=-1)  # ties: the first in the window
+    ho, wo = g.shape[-2:]
+    rows = np.arange(ho)[:, None] * sh + first // kw
+    cols = np.arange(wo) * sw + first % kw
+    h, w = x.shape[-2:]
+    flat_g, flat_at = g.reshape(-1, ho * wo), (rows * w + cols).reshape(-1, ho * wo)
+    out = np.zeros((flat_g.shape[0], h * w), dtype=g.dtype)
+    np.add.at(out, (np.arange(out.shape[0])[:, None], flat_at), flat_g)  # windows may overlap
+    return out.reshape(x.shape)
+
+
+def avg_pool2d_vjp(g, ans, x, kernel, stride=None):
+    (kh, kw) = pair(kernel, "kernel", 1)
+    (sh, sw) = pair(kernel if stride is None else stride, "stride", 1)
+    ho, wo = g.shape[-2:]
+    out = np.zeros(x.shape, dtype=g.dtype)
+    share = g / (kh * kw)
+    for i in range(kh):
+        for j in range(kw):
+            out[..., i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += share
+    return out

@@ -1,0 +1,291 @@
+"""Shape rules: each op's output shape from its input shapes and attributes alone.
+
+They never allocate an array (models with 10**11 parameters are shape-checked)
+and raise ShapeError with a message that names the op and both shapes, in the
+style ``concat along axis 1 of [3, 4] and [2, 4]: other axes differ``. The tape
+puts the op's name in front of messages that do not start with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from gradflow.errors import ShapeError
+
+
+def fmt(shape) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def same_shape(x, **_):
+    return x
+
+
+def broadcast_shape(*shapes):
+    """numpy's broadcasting rule on shapes alone."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(-ndim, 0):
+        sizes = {s[i] for s in shapes if len(s) >= -i} - {1}
+        if len(sizes) > 1:
+            raise ShapeError("cannot broadcast " + " and ".join(fmt(s) for s in shapes))
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def is_int(n) -> bool:
+    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+
+
+def norm_axes(axis, ndim, shape=None) -> tuple[int, ...]:
+    """Normalise an axis attribute (None, int or sequence, negatives allowed) to a sorted tuple."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if is_int(axis) else tuple(axis)
+    out = []
+    for a in axes:
+        if not is_int(a) or not -ndim <= a < ndim:
+            raise ShapeError(f"axis {a} is out of range for shape {fmt(shape or ())}")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def norm_axis(axis, ndim, shape=None) -> int:
+    """One axis (an int, negatives allowed) normalised to 0..ndim-1."""
+    if not is_int(axis):
+        raise ShapeError(f"axis must be one integer, got {axis!r}")
+    return norm_axes(axis, ndim, shape)[0]
+
+
+def reduce_shape(x, axis=None, keepdims=False, **_):
+    axes = norm_axes(axis, len(x), x)
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(x))
+    return tuple(n for i, n in enumerate(x) if i not in axes)
+
+
+def arg_shape(x, axis=None, keepdims=False):
+    if axis is not None:
+        norm_axis(axis, len(x), x)  # argmax takes one axis or all of them
+    return reduce_shape(x, axis, keepdims)
+
+
+def axis_shape(x, axis=-1, **_):
+    norm_axes(axis, len(x), x)
+    return x
+
+
+def matmul_shape(a, b):
+    if not a or not b:
+        raise ShapeError(f"matmul of {fmt(a)} and {fmt(b)}: operands must have at least one axis")
+    aa = (1,) + a if len(a) == 1 else a
+    bb = b + (1,) if len(b) == 1 else b
+    if aa[-1] != bb[-2]:
+        raise ShapeError(f"matmul of {fmt(a)} and {fmt(b)}: {aa[-1]} != {bb[-2]}")
+    try:
+        batch = broadcast_shape(aa[:-2], bb[:-2])
+    except ShapeError:
+        raise ShapeError(f"matmul of {fmt(a)} and {fmt(b)}: batch axes do not broadcast") from None
+    return batch + aa[-2:-1] * (len(a) > 1) + bb[-1:] * (len(b) > 1)
+
+
+def index_shape(x, index=(), **_):
+    """Shape of ``x[index]`` for basic indexing, from a zero-stride stand-in (no memory)."""
+    stand_in = as_strided(np.zeros(1, dtype=np.int8), shape=x, strides=(0,) * len(x))
+    try:
+        return stand_in[index].shape
+    except IndexError as e:
+        raise ShapeError(f"index {format_index(index)} does not fit shape {fmt(x)}: {e}") from None
+
+
+def format_index(index) -> str:
+    def one(i):
+        if i is None:
+            return "None"
+        if i is Ellipsis:
+            return "..."
+        if isinstance(i, slice):
+            parts = ["" if v is None else str(v) for v in (i.start, i.stop, i.step)]
+            return ":".join(parts[:2] if i.step is None else parts)
+        return str(i)
+    items = index if isinstance(index, tuple) else (index,)
+    return "[" + ", ".join(one(i) for i in items) + "]"
+
+
+def as_sizes(shape) -> tuple:
+    return (shape,) if is_int(shape) else tuple(shape)
+
+
+def reshape_shape(x, shape):
+    target = as_sizes(shape)
+    where = f"reshape of {fmt(x)} to {fmt(target)}"
+    if any(not is_int(n) or n < -1 for n in target):
+        raise ShapeError(f"{where}: sizes must be integers >= 0, or -1 once")
+    if target.count(-1) > 1:
+        raise ShapeError(f"{where}: only one size may be -1")
+    size, known = math.prod(x), math.prod(n for n in target if n != -1)
+    if -1 not in target:
+        if size != known:
+            raise ShapeError(f"{where}: {size} elements do not fit {known}")
+        return target
+    if known == 0 or size % known:
+        shown = "[" + ", ".join("?" if n == -1 else str(n) for n in target) + "]"
+        raise ShapeError(f"{where}: {size} elements do not fill {shown}")
+    return tuple(size // known if n == -1 else n for n in target)
+
+
+def transpose_shape(x, axes=None):
+    if axes is None:
+        return x[::-1]
+    perm = as_sizes(axes)
+    ok = all(is_int(a) and -len(x) <= a < len(x) for a in perm) and \
+        sorted(a % len(x) for a in perm) == list(range(len(x)))
+    if not ok:
+        raise ShapeError(f"transpose of {fmt(x)} with axes {fmt(perm)}: "
+                         f"not a permutation of the {len(x)} axes")
+    return tuple(x[a] for a in perm)
+
+
+def expand_dims_shape(x, axis):
+    axes = (axis,) if is_int(axis) else tuple(axis)
+    new = norm_axes(axes, len(x) + len(axes), x)
+    rest = iter(x)
+    return tuple(1 if i in new else next(rest) for i in range(len(x) + len(axes)))
+
+
+def squeeze_shape(x, axis=None):
+    if axis is None:
+        return tuple(n for n in x if n != 1)
+    axes = norm_axes(axis, len(x), x)
+    wide = [a for a in axes if x[a] != 1]
+    if wide:
+        raise ShapeError(f"squeeze of {fmt(x)} along axis {wide[0]}: size {x[wide[0]]} is not 1")
+    return tuple(n for i, n in enumerate(x) if i not in axes)
+
+
+def broadcast_to_shape(x, shape):
+    target = as_sizes(shape)
+    where = f"broadcast_to of {fmt(x)} to {fmt(target)}"
+    if any(not is_int(n) or n < 0 for n in target):
+        raise ShapeError(f"{where}: sizes must be integers >= 0")
+    if len(x) > len(target):
+        raise ShapeError(f"{where}: cannot remove axes")
+    for n, m in zip(x[::-1], target[::-1]):
+        if n not in (1, m):
+            raise ShapeError(f"{where}: {n} cannot become {m}")
+    return target
+
+
+def concat_shape(*xs, axis=0):
+    if not xs:
+        raise ShapeError("concat of no tensors")
+    first = xs[0]
+    if not first or any(len(s) != len(first) for s in xs):
+        raise ShapeError("concat of " + " and ".join(fmt(s) for s in xs) +
+                         ": tensors need the same number of axes, at least one")
+    a = norm_axis(axis, len(first), first)
+    if any(s[:a] + s[a + 1:] != first[:a] + first[a + 1:] for s in xs):
+        raise ShapeError(f"concat along axis {axis} of " + " and ".join(fmt(s) for s in xs) +
+                         ": other axes differ")
+    return first[:a] + (sum(s[a] for s in xs),) + first[a + 1:]
+
+
+def stack_shape(*xs, axis=0):
+    if not xs:
+        raise ShapeError("stack of no tensors")
+    if any(s != xs[0] for s in xs):
+        raise ShapeError("stack of " + " and ".join(fmt(s) for s in xs) + ": shapes differ")
+    a = norm_axis(axis, len(xs[0]) + 1, xs[0])
+    return xs[0][:a] + (len(xs),) + xs[0][a:]
+
+
+def take_shape(x, idx, axis=None):
+    if axis is None:
+        return idx
+    a = norm_axis(axis, len(x), x)
+    return x[:a] + idx + x[a + 1:]
+
+
+def take_along_axis_shape(x, idx, axis):
+    if len(idx) != len(x):
+        raise ShapeError(f"take_along_axis of {fmt(x)} with index {fmt(idx)}: "
+                         f"the index needs {len(x)} axes")
+    a = norm_axis(axis, len(x), x)
+    try:
+        rest = broadcast_shape(x[:a] + x[a + 1:], idx[:a] + idx[a + 1:])
+    except ShapeError:
+        raise ShapeError(f"take_along_axis of {fmt(x)} with index {fmt(idx)}: "
+                         f"axes other than {axis} do not broadcast") from None
+    return rest[:a] + (idx[a],) + rest[a:]
+
+
+def loss_shape(a, b):
+    broadcast_shape(a, b)  # raises on a mismatch
+    return ()
+
+
+def layer_norm_shape(x, gamma, beta, eps=1e-5):
+    if not x:
+        raise ShapeError("layer_norm of a scalar: needs at least one axis")
+    for name, s in (("gamma", gamma), ("beta", beta)):
+        if s != x[-1:]:
+            raise ShapeError(f"layer_norm of {fmt(x)} with {name} {fmt(s)}: {name} must be {fmt(x[-1:])}")
+    return x
+
+
+def cross_entropy_shape(logits, labels):
+    if len(logits) != 2 or len(labels) != 1:
+        raise ShapeError(f"cross_entropy of logits {fmt(logits)} and labels {fmt(labels)}: "
+                         "logits must be [N, C] and labels [N]")
+    if logits[0] != labels[0]:
+        raise ShapeError(f"cross_entropy of logits {fmt(logits)} and labels {fmt(labels)}: "
+                         f"{logits[0]} != {labels[0]}")
+    return ()
+
+
+def dropout_shape(x, p, seed=0):
+    if not 0 <= p <= 1:
+        raise ShapeError(f"dropout probability must be in [0, 1], got {p}")
+    return x
+
+
+def one_hot_shape(idx, n):
+    if not is_int(n) or n < 0:
+        raise ShapeError(f"one_hot needs a class count n >= 0, got {n!r}")
+    return idx + (n,)
+
+
+def pair(v, what, least) -> tuple[int, int]:
+    """An int or a pair of ints (height, width), each at least ``least``."""
+    out = (v, v) if is_int(v) else tuple(v)
+    if len(out) != 2 or not all(is_int(n) and n >= least for n in out):
+        raise ShapeError(f"{what} must be an integer >= {least} or a pair of them, got {v!r}")
+    return out
+
+
+def conv2d_shape(x, w, stride=1, padding=0):
+    where = f"conv2d of {fmt(x)} and {fmt(w)}"
+    if len(x) != 4 or len(w) != 4:
+        raise ShapeError(f"{where}: input must be [N, C, H, W] and weight [O, C, kH, kW]")
+    if x[1] != w[1]:
+        raise ShapeError(f"{where}: {x[1]} input channels != {w[1]}")
+    (sh, sw), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
+    h, wd = x[2] + 2 * ph, x[3] + 2 * pw
+    if w[2] > h or w[3] > wd:
+        raise ShapeError(f"{where}: kernel {fmt(w[2:])} is larger than the padded input {fmt((h, wd))}")
+    return (x[0], w[0], (h - w[2]) // sh + 1, (wd - w[3]) // sw + 1)
+
+
+def pool_shape(x, kernel, stride=None):
+    if len(x) < 2:
+        raise ShapeError(f"pooling of {fmt(x)}: needs [..., H, W]")
+    (kh, kw) = pair(kernel, "kernel", 1)
+    (sh, sw) = pair(kernel if stride is None else stride, "stride", 1)
+    if kh > x[-2] or kw > x[-1]:
+        raise ShapeError(f"kernel {fmt((kh, kw))} is larger than the input {fmt(x[-2:])}")
+    return x[:-2] + ((x[-2] - kh) // sh + 1, (x[-1] - kw) // sw + 1)
