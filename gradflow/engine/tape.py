@@ -146,17 +146,14 @@ class Tape:
             op.check_dtypes([p.dtype for p in parents])
         if self.eager:
             values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
-            value = op.forward(*values, **attrs) if attrs else op.forward(*values)
-            dtype = value.dtype
-            if dtype is not self.dtype:  # dtypes are singletons: this is the common, cheap test
-                if dtype.kind != "f":
-                    if op.out == "float":  # comparisons, one_hot, sign of an int: 0/1 floats
-                        value, dtype = value.astype(self.dtype), self.dtype
-                    else:  # an integer result (argmax, ops on integer tensors) carries no gradient
-                        requires_grad = False
-                elif dtype != self.dtype:  # int64 * float32 gives float64
-                    value, dtype = value.astype(self.dtype), self.dtype
-            shape = value.shape
+            try:
+                value = op.forward(*values, **attrs) if attrs else op.forward(*values)
+            except Exception:
+                self.infer(op, parents, attrs)  # a ShapeError that names the op, if the shapes are at fault
+                raise
+            if value.dtype is not self.dtype:  # dtypes are singletons: the common case costs one test
+                value, requires_grad = self.conform(op, value, requires_grad)
+            shape, dtype = value.shape, value.dtype
         else:
             shape, dtype, value = *self.infer(op, parents, attrs), None
             requires_grad = requires_grad and dtype.kind == "f"
@@ -166,6 +163,16 @@ class Tape:
         node.shape, node.dtype, node.value, node.requires_grad, node.meta = shape, dtype, value, requires_grad, meta
         nodes.append(node)
         return node
+
+    def conform(self, op: Op, value, requires_grad) -> tuple:
+        """An eager result in the tape's dtype: (value, requires_grad)."""
+        if value.dtype.kind != "f":
+            if op.out == "float":  # comparisons, one_hot, sign of an int: 0/1 floats
+                return value.astype(self.dtype), requires_grad
+            return value, False  # an integer result (argmax, ops on integer tensors) carries no gradient
+        if value.dtype != self.dtype:  # int64 * float32 gives float64
+            return value.astype(self.dtype), requires_grad
+        return value, requires_grad
 
     def infer(self, op: Op, parents, attrs) -> tuple:
         """(shape, dtype) of ``op(*parents)`` from the parents' shapes and dtypes alone."""

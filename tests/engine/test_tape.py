@@ -113,6 +113,15 @@ def test_apply_refuses_unknown_and_missing_attributes():
         tape.apply("reshape", x)
 
 
+def test_eager_apply_reports_bad_shapes_as_shape_errors():
+    tape = Tape()
+    x = tape.leaf(np.ones((3, 4)))
+    with pytest.raises(ShapeError, match=r"^sum: axis 2 is out of range for shape \[3, 4\]$"):
+        tape.apply("sum", x, axis=2)
+    with pytest.raises(ShapeError, match=r"^matmul of \[3, 4\] and \[3, 4\]: 4 != 3$"):
+        tape.apply("matmul", x, x)
+
+
 def test_lazy_apply_names_the_op_in_shape_errors():
     tape = Tape(eager=False)
     with pytest.raises(ShapeError, match="^add: cannot broadcast"):
