@@ -103,6 +103,8 @@ class Evaluator:
         if name in self.builder.spec.params or name in later_names(self.builder.spec.graph):
             raise self.fail(node, f"{name!r} is not visible in {scope.what}: modules see their "
                                   "inputs, their own params, the model's inputs and dims; pass it in")
+        if name in OPS or name in ALIASES:
+            raise self.fail(node, f"{name!r} is an op, not a value: call it, e.g. {name}(x)")
         hint = did_you_mean(name, list(scope.tensors) + list(scope.dims))
         raise self.fail(node, f"undefined name {name!r}{hint}")
 
