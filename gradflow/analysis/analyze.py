@@ -36,8 +36,9 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
     for loss_name, loss in model.losses.items():
         flow = graph.flow(loss)
         grads = None if structural else model.tape.backward(loss)
+        every = Lazy(lambda: model.tape.backward(loss, keep=True))   # only where a gradient dies
         for name, t in model.params.items():
-            pair = pairs[name][loss_name] = pair_of(name, t, flow, grads, graph)
+            pair = pairs[name][loss_name] = pair_of(name, t, flow, grads, graph, every)
             if grads is not None and pair.status in ("flows", "zero"):
                 grads_kept[(loss_name, name)] = grads[t.index]
         norms = None
@@ -52,7 +53,19 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
     return report
 
 
-def pair_of(name, t, flow, grads, graph) -> Pair:
+class Lazy:
+    """A value computed on first use."""
+
+    def __init__(self, compute):
+        self.compute, self.done, self.value = compute, False, None
+
+    def get(self):
+        if not self.done:
+            self.value, self.done = self.compute(), True
+        return self.value
+
+
+def pair_of(name, t, flow, grads, graph, every: Lazy) -> Pair:
     """One (parameter, loss) pair: status and cuts from structure, numbers from ``grads``."""
     pair = Pair(flow.status(t))
     cuts = flow.cuts_of(name)
@@ -61,7 +74,7 @@ def pair_of(name, t, flow, grads, graph) -> Pair:
     elif pair.status == "flows":
         pair.partially_cut_by = cuts
     if grads is not None:
-        fill_numbers(pair, grads, t, graph, flow)
+        fill_numbers(pair, grads, t, graph, flow, every)
     return pair
 
 
@@ -77,7 +90,7 @@ def ensure_values(model, max_memory: float) -> None:
     model.materialize()
 
 
-def fill_numbers(pair: Pair, grads: list, t, graph, flow) -> None:
+def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
     g = grads[t.index] if t.index < len(grads) else None
     if pair.status != "flows" or g is None:
         pair.norm, pair.max_abs, pair.zero_fraction, pair.nonfinite = 0.0, 0.0, 1.0, 0
@@ -86,7 +99,7 @@ def fill_numbers(pair: Pair, grads: list, t, graph, flow) -> None:
         setattr(pair, key, value)
     if all_zero(g):
         pair.status = "zero"
-        pair.dies_at = dies_at(graph, grads, t, flow.open)
+        pair.dies_at = dies_at(graph, every.get(), t, flow.open)
 
 
 def add_counterfactuals(model, loss, grads, flow, pairs, loss_name) -> None:

@@ -57,7 +57,7 @@ def gradcheck(model, eps: float = 1e-6, rtol: float = 1e-4, atol: float = 1e-7,
     rng = np.random.default_rng(seed)
     checks = []
     for loss_name, loss in model.losses.items():
-        grads = model.tape.backward(loss)
+        grads = model.tape.backward(loss, keep=True)   # grad_scale nodes on the way are looked at
         rescaled = [n.op.name for n in model.tape.nodes[:loss.index + 1]
                     if n.op is not None and n.op.name in RESCALING and grads[n.index] is not None]
         for name, param in model.params.items():

@@ -11,8 +11,9 @@ Two ways to build:
   can be checked and its memory estimated before any array exists; ``run()``
   later fills in the values.
 
-Gradients: ``backward(loss)`` returns one entry per node, ``None`` where no
-gradient reaches it. A rule of ``None`` in the op table means "no gradient
+Gradients: ``backward(loss)`` returns one entry per node: the gradient for each
+leaf (``None`` where none reaches it); op nodes' gradients are dropped as the
+sweep passes them unless ``keep=True``. A rule of ``None`` in the op table means "no gradient
 through this input" (a cut); it is never replaced by an array of zeros.
 """
 
@@ -187,11 +188,14 @@ class Tape:
                 value = node.op.forward(*(p.value for p in node.parents), **node.attrs)
                 node.value = value if value.dtype == node.dtype else value.astype(node.dtype)
 
-    def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset()) -> list:
-        """Reverse sweep from ``loss``: gradient of loss w.r.t. every node, or None.
+    def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset(),
+                 keep: bool = False) -> list:
+        """Reverse sweep from ``loss``: gradient of loss w.r.t. every leaf, or None.
 
         ``through`` names nodes whose cut inputs pass the gradient unchanged, as
         if the stop-gradient there were the identity (used for counterfactuals).
+        An op node's gradient is dropped once passed on, as hand-written code
+        would, unless ``keep`` asks for every node's (to find where one dies).
         """
         nodes = self.nodes
         grads = [None] * (loss.index + 1)
@@ -223,6 +227,8 @@ class Tape:
                     continue
                 j = parent.index
                 grads[j] = contrib if grads[j] is None else grads[j] + contrib
+            if not keep:
+                grads[i] = None
         return grads
 
 

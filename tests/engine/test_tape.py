@@ -136,3 +136,15 @@ def test_unbroadcast_sums_back_to_the_input_shape(grad_shape, shape, expected):
     out = unbroadcast(np.ones(grad_shape), shape)
     assert np.shape(out) == shape
     np.testing.assert_array_equal(out, expected)
+
+
+def test_backward_drops_op_gradients_unless_kept():
+    tape = Tape()
+    w = tape.param(np.ones(3))
+    h = tape.apply("tanh", w)
+    loss = tape.apply("sum", h)
+    lean = tape.backward(loss)
+    assert lean[h.index] is None and lean[loss.index] is None
+    kept = tape.backward(loss, keep=True)
+    np.testing.assert_allclose(kept[h.index], np.ones(3))
+    np.testing.assert_allclose(lean[w.index], kept[w.index])
