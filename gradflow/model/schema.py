@@ -51,7 +51,7 @@ CHECK = {"type": "object", "additionalProperties": False,
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://gradflow.dev/schema/model-1.json",
+    "$id": "urn:gradflow:model-format:1",
     "title": "gradflow model (format 1)",
     "type": "object",
     "required": ["gradflow", "graph", "losses"],
