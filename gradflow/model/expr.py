@@ -8,6 +8,7 @@ Nothing is ever evaluated by Python. ``parse_expression`` returns a checked
 from __future__ import annotations
 
 import ast
+import warnings
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.spec import Init, Place
@@ -39,7 +40,10 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False) 
     if len(text) > MAX_CHARS:
         raise ModelError(f"expression longer than {MAX_CHARS} characters", path, origin.line, origin.col)
     try:
-        tree = ast.parse(text.strip(), mode="eval").body
+        with warnings.catch_warnings():
+            # The parser warns on stderr about sloppy literals ("1if"): make them located errors.
+            warnings.simplefilter("error")
+            tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         col = origin.col + int(quoted) + max((e.offset or 1) - 1, 0) + indent_of(text)
         raise ModelError(f"invalid expression: {e.msg}", path, origin.line + (e.lineno or 1) - 1,
