@@ -17,6 +17,7 @@ import json
 import os
 import re
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -62,15 +63,20 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def invoke(args):
-    start = time.perf_counter()
-    result = CliRunner().invoke(cli, list(args))
-    return result, time.perf_counter() - start
+    """Run the CLI; the result, the seconds it took and the Python warnings it raised
+    (each one more line on a real stderr, which pytest would catch out of sight)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        result = CliRunner().invoke(cli, list(args))
+        seconds = time.perf_counter() - start
+    return result, seconds, [w for w in caught]
 
 
 def assert_clean_outcome(path: Path, command: tuple) -> None:
     """Run one command on path: success with parseable JSON, or one located error line."""
     args = (command[0], str(path), *command[1:], "--max-memory", "64MiB")
-    result, seconds = invoke(args)
+    result, seconds, caught = invoke(args)
     out, err = result.stdout, result.stderr
     assert "Traceback" not in out + err
     assert result.exit_code in (0, 1, 2), (result.exit_code, err, result.exception)
@@ -82,10 +88,13 @@ def assert_clean_outcome(path: Path, command: tuple) -> None:
         assert match and match["path"] == str(path), lines[0]
         assert int(match["line"]) >= 1 and int(match["col"]) >= 1
         assert "internal error" not in match["message"]
+        assert not caught, f"warnings would print on stderr too: {[str(w.message) for w in caught]}"
         if command[0] == "analyze":
             assert out == ""
-    elif "json" in command:
-        json.loads(out)
+    else:   # a numeric run may warn about overflow; nothing else may leak out
+        assert all(issubclass(w.category, RuntimeWarning) for w in caught), [str(w.message) for w in caught]
+        if "json" in command:
+            json.loads(out)
 
 
 def mutate_lines(lines: list[str], data) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -57,15 +58,24 @@ def expectation(path: Path) -> tuple[int, int, bool, str]:
 
 
 def invoke(*args: str):
-    """Run the CLI; returns the result and the seconds it took."""
-    start = time.perf_counter()
-    result = CliRunner().invoke(cli, list(args))
-    return result, time.perf_counter() - start
+    """Run the CLI; returns the result and the seconds it took.
+
+    A Python warning would be one more line on a real stderr; pytest would catch it
+    out of sight, so it is kept on the result and error_line refuses it.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        result = CliRunner().invoke(cli, list(args))
+        seconds = time.perf_counter() - start
+    result.warnings = [f"{w.category.__name__}: {w.message}" for w in caught]
+    return result, seconds
 
 
 def error_line(result) -> re.Match:
     """The one FILE:LINE:COL: error: line on stderr (fails on anything else)."""
     assert "Traceback" not in result.stdout + result.stderr
+    assert not result.warnings, f"warnings would print on stderr too: {result.warnings}"
     lines = result.stderr.splitlines()
     assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
     match = LOCATED.fullmatch(lines[0])
