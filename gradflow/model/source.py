@@ -42,6 +42,9 @@ _NOT_PRINTABLE = re.compile(
 
 _OPENED = re.compile(r"while (?:parsing|scanning) an? (.+)")
 
+# YAML counts these as line breaks and editors do not: every line number after one would be off.
+_ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
+
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
 _DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,30})")
@@ -150,12 +153,13 @@ def _as_text(data: str | bytes, path: str) -> str:
         raise ModelError("model file is larger than 16 MiB", path, 1, 1)
     if isinstance(data, (bytes, bytearray)):
         data = _decode_utf8(bytes(data), path)
-    bad = _NOT_PRINTABLE.search(data)
-    if bad:
-        index = bad.start()
-        raise ModelError(f"character U+{ord(bad.group()):04X} is not allowed in YAML",
-                         path, data.count("\n", 0, index) + 1,
-                         index - data.rfind("\n", 0, index))
+    for pattern, why in ((_NOT_PRINTABLE, "is not allowed in YAML"),
+                         (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it")):
+        bad = pattern.search(data)
+        if bad:
+            index = bad.start()
+            raise ModelError(f"character U+{ord(bad.group()):04X} {why}", path,
+                             data.count("\n", 0, index) + 1, index - data.rfind("\n", 0, index))
     return data
 
 
