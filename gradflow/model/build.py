@@ -18,11 +18,11 @@ from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
 from gradflow.model.init import default_init, generator, initial_value
-from gradflow.model.modules import ModuleCalls, check_module_cycles
+from gradflow.model.modules import ModuleCalls, check_expansion
 from gradflow.model.spec import ModelSpec, Place, TensorSpec
 
 MAX_ELEMENTS = 10 ** 14      # per tensor: beyond any real model, and beyond what numpy can index sanely
-MAX_NODES = 2_000_000        # per model, after expanding modules and repeat
+MAX_NODES = 1_000_000        # per model, after expanding modules and repeat
 
 
 @dataclass
@@ -111,7 +111,7 @@ class Builder(ModuleCalls):
     # -- the whole model ---------------------------------------------------------
     def build(self) -> Model:
         spec, model = self.spec, self.model
-        check_module_cycles(spec)
+        check_expansion(spec, model.dims, MAX_NODES)
         for name, t in spec.inputs.items():
             model.inputs[name] = self.leaf(name, t, model.dims, is_param=False)
         for name, t in spec.params.items():

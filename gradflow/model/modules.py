@@ -16,37 +16,93 @@ from gradflow.model.evaluate import Scope, later_names
 from gradflow.model.expr import dotted_name
 
 
-def check_module_cycles(spec) -> None:
-    """Refuse module recursion, naming the chain and the call that closes it."""
-    def callees(module):
-        for entry in module.graph:
-            for node in ast.walk(entry.tree) if entry.tree is not None else ():
-                if isinstance(node, ast.Call):
-                    name = dotted_name(node.func)
-                    if name == "repeat" and node.args:
-                        name = dotted_name(node.args[0])
-                    target = spec.instances[name].module if name in spec.instances else name
-                    if target in spec.modules:
-                        yield target, node
+def callees(spec, graph):
+    """(module name, call node, how many expansions) for each module call in a graph."""
+    for entry in graph:
+        for node in ast.walk(entry.tree) if entry.tree is not None else ():
+            if not isinstance(node, ast.Call):
+                continue
+            name, repeated = dotted_name(node.func), False
+            if name == "repeat" and node.args:
+                name, repeated = dotted_name(node.args[0]), True
+            target = spec.instances[name].module if name in spec.instances else name
+            if target in spec.modules:
+                yield target, node, repeated
 
-    state = {}   # module -> "open" while on the stack, "done" after
+
+def check_module_cycles(spec) -> list:
+    """Refuse module recursion, naming the chain and the call that closes it.
+    Returns the modules callees first (an order to size them in)."""
+    state, order = {}, []   # module -> "open" while on the stack, "done" after
     for root in spec.modules:
-        stack = [(root, iter(callees(spec.modules[root])), [root])]
-        state[root] = state.get(root) or "open"
+        if state.get(root):
+            continue
+        state[root] = "open"
+        stack = [(root, callees(spec, spec.modules[root].graph), [root])]
         while stack:
             name, calls, chain = stack[-1]
             step = next(calls, None)
             if step is None:
                 state[name] = "done"
+                order.append(name)
                 stack.pop()
                 continue
-            callee, node = step
+            callee, node, _ = step
             if state.get(callee) == "open":
                 cycle = " -> ".join(chain[chain.index(callee):] + [callee])
                 raise ModelError(f"module recursion: {cycle}", spec.path, node.lineno, node.col_offset)
             if state.get(callee) is None:
                 state[callee] = "open"
-                stack.append((callee, iter(callees(spec.modules[callee])), chain + [callee]))
+                stack.append((callee, callees(spec, spec.modules[callee].graph), chain + [callee]))
+    return order
+
+
+def check_expansion(spec, dims: dict, limit: int) -> None:
+    """Refuse, before anything is built, modules that expand past ``limit`` nodes: a
+    module calling another twice, thirty levels deep, is 2**30 nodes; so is repeat
+    with times=10**9. Sizes are counted in expression-tree nodes, callees first."""
+    sizes: dict[str, int] = {}
+    for name in check_module_cycles(spec):
+        module = spec.modules[name]
+        scope = {**dims, **{k: v for k, (v, _) in module.dims.items()}}
+        sizes[name] = graph_size(spec, module.graph, scope, sizes, limit)
+    graph_size(spec, spec.graph, dims, sizes, limit)
+
+
+def graph_size(spec, graph, dims: dict, sizes: dict, limit: int) -> int:
+    total = 0
+    for entry in graph:
+        total += sum(1 for _ in ast.walk(entry.tree)) if entry.tree is not None else 1
+        for callee, node, repeated in callees(spec, [entry]):
+            times = static_int(node.keywords, node.args, dims) if repeated else 1
+            total += times * sizes[callee]
+            if total > limit:
+                raise ModelError(f"expanding modules here makes the graph larger than {limit:,} nodes "
+                                 f"(about {total:.3g}); check repeat counts and nested module calls",
+                                 spec.path, node.lineno, node.col_offset)
+    return total
+
+
+def static_int(keywords, args, dims: dict) -> int:
+    """repeat's `times` when it is a number, a dim or arithmetic of those; else 1."""
+    node = next((k.value for k in keywords if k.arg == "times"), args[2] if len(args) > 2 else None)
+    try:
+        return max(int(fold(node, dims)), 1)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        return 1
+
+
+def fold(node, dims):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in dims:
+        return dims[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Pow, ast.Sub)):
+        a, b = fold(node.left, dims), fold(node.right, dims)
+        if isinstance(node.op, ast.Pow):
+            return a ** b if abs(b) <= 64 and abs(a) < 2 ** 64 else 2 ** 64
+        return a + b if isinstance(node.op, ast.Add) else (a * b if isinstance(node.op, ast.Mult) else a - b)
+    raise ValueError("not static")
 
 
 class ModuleCalls:

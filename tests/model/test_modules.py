@@ -237,3 +237,44 @@ losses: [loss]
 """)
     # w, the product and the loss hold values and gradients; the constant 2 only a value.
     assert model.memory_estimate() == 3 * (8000 + 8000 + 8) + 8
+
+
+def expansion_error(write_model, text) -> tuple:
+    started = time.perf_counter()
+    with pytest.raises(gradflow.ModelError) as caught:
+        load(write_model, text)
+    return caught.value, time.perf_counter() - started
+
+
+def test_repeat_bomb_is_refused_before_building(write_model):
+    error, elapsed = expansion_error(write_model, """
+gradflow: 1
+inputs:
+  x: {shape: [2]}
+modules:
+  block: {inputs: [h], graph: {out: h + h}, output: out}
+graph:
+  a: repeat(block, x, times=10**9)
+  loss: sum(a)
+losses: [loss]
+""")
+    assert (error.line, error.col) == (7, 6) and "larger than 1,000,000 nodes" in error.message
+    assert elapsed < 1
+
+
+def test_exponential_module_nesting_is_refused_before_building(write_model):
+    modules = "\n".join(f"  m{k}: {{inputs: [x], graph: {{y: m{k - 1}(x) + m{k - 1}(x)}}, output: y}}"
+                        for k in range(1, 40))
+    error, elapsed = expansion_error(write_model, f"""
+gradflow: 1
+inputs:
+  x: {{shape: [2]}}
+modules:
+  m0: {{inputs: [x], graph: {{y: x + x}}, output: y}}
+{modules}
+graph:
+  loss: sum(m39(x))
+losses: [loss]
+""")
+    assert "larger than 1,000,000 nodes" in error.message and error.line < 40
+    assert elapsed < 1
