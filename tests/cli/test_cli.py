@@ -180,3 +180,28 @@ def test_analyze_dim_and_seed_flags(tmp_path):
 def test_analyze_bad_dim_flag_is_a_usage_error():
     result = run("analyze", TAPE, "--dim", "batch")
     assert result.exit_code == 2 and "NAME=INTEGER" in result.output
+
+
+def test_analyze_weights_also_set_inputs(tmp_path):
+    weights = tmp_path / "w.npz"
+    np.savez(weights, x=np.zeros((8, 16)), w=np.ones((16, 5)))
+    doc = json.loads(run("analyze", str(MODELS / "stable_softmax.yaml"), "--format", "json",
+                         "--weights", str(weights)).stdout)
+    # A zero input makes every logit equal to b (zeros): the loss is log(5) times the label mass.
+    w = doc["params"][0]["grads"]["loss"]
+    assert w["status"] == "zero" and w["dies_at"][0]["op"] == "matmul"
+
+
+def test_analyze_weights_dtype_mismatch_is_an_input_error(tmp_path):
+    weights = tmp_path / "w.npz"
+    np.savez(weights, action=np.zeros(32, dtype=np.float64))
+    result = run("analyze", str(MODELS / "actor_critic.yaml"), "--weights", str(weights))
+    assert result.exit_code == 2
+    assert "actor_critic.yaml:16:3: error: weights 'action'" in result.stderr and "dtype" in result.stderr
+
+
+def test_analyze_weights_unreadable_file_is_an_input_error(tmp_path):
+    bad = tmp_path / "w.npz"
+    bad.write_bytes(b"not a zip")
+    result = run("analyze", TAPE, "--weights", str(bad))
+    assert result.exit_code == 2 and result.stderr.startswith(f"{bad}:1:1: error: cannot read weights")
