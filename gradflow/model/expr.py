@@ -11,6 +11,7 @@ import ast
 import warnings
 
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.places import TextPlaces
 from gradflow.model.spec import Init, Place
 
 MAX_CHARS = 10_000
@@ -31,12 +32,17 @@ INIT_ARITY = {"normal": (0, 2), "uniform": (2,), "glorot": (0,), "he": (0,), "ze
               "ones": (0,), "constant": (1,), "randint": (2,)}
 
 
-def parse_expression(text: str, path: str, origin: Place, quoted: bool = False) -> ast.expr:
-    """Parse and check one graph expression; its nodes get file positions."""
+def parse_expression(text: str, path: str, origin: Place, quoted: bool = False,
+                     raw: str | None = None) -> ast.expr:
+    """Parse and check one graph expression; its nodes get file positions.
+
+    ``raw`` is the scalar's source text when the value is not a verbatim copy of it
+    (folded over lines, a block scalar, escaped): places are then found in it.
+    """
+    places = TextPlaces(text, origin, quoted, raw)
     deep = too_deep(text)
     if deep is not None:   # say so before the parser recurses into it, at the bracket itself
-        raise ModelError(f"expression nested deeper than {MAX_DEPTH} levels", path, origin.line,
-                         origin.col + int(quoted) + deep)
+        raise ModelError(f"expression nested deeper than {MAX_DEPTH} levels", path, *places.at(deep))
     if len(text) > MAX_CHARS:
         raise ModelError(f"expression longer than {MAX_CHARS} characters", path, origin.line, origin.col)
     try:
@@ -45,12 +51,11 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False) 
             warnings.simplefilter("error")
             tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
-        col = origin.col + int(quoted) + max((e.offset or 1) - 1, 0) + indent_of(text)
-        raise ModelError(f"invalid expression: {e.msg}", path, origin.line + (e.lineno or 1) - 1,
-                         col) from None
+        raise ModelError(f"invalid expression: {e.msg}", path,
+                         *places.at_char(e.lineno or 1, max((e.offset or 1) - 1, 0))) from None
     except (RecursionError, MemoryError, ValueError):
         raise ModelError("expression nested too deeply", path, origin.line, origin.col) from None
-    relocate(tree, origin, int(quoted) + indent_of(text))
+    relocate(tree, places)
     check(tree, path)
     return tree
 
@@ -68,17 +73,11 @@ def too_deep(text: str) -> int | None:
     return None
 
 
-def indent_of(text: str) -> int:
-    return len(text) - len(text.lstrip())
-
-
-def relocate(tree: ast.AST, origin: Place, shift: int) -> None:
+def relocate(tree: ast.AST, places: TextPlaces) -> None:
     """Turn the parser's positions inside the string into file positions."""
     for node in ast.walk(tree):
         if hasattr(node, "lineno"):
-            first_line = node.lineno == 1
-            node.lineno = origin.line + node.lineno - 1
-            node.col_offset = node.col_offset + 1 + (origin.col - 1 + shift if first_line else 0)
+            node.lineno, node.col_offset = places.at_node(node.lineno, node.col_offset)
 
 
 def check(tree: ast.expr, path: str) -> None:
@@ -152,9 +151,9 @@ def op_text(op) -> str:
             ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}.get(type(op), type(op).__name__)
 
 
-def parse_init(text: str, path: str, origin: Place, quoted: bool = False) -> Init:
+def parse_init(text: str, path: str, origin: Place, quoted: bool = False, raw: str | None = None) -> Init:
     """``normal``, ``normal(0, 0.02)``, ``randint(0, actions)``...: numbers or dim names as arguments."""
-    tree = parse_expression(text, path, origin, quoted)
+    tree = parse_expression(text, path, origin, quoted, raw)
     call = tree if isinstance(tree, ast.Call) else None
     name = dotted_name(call.func if call else tree)
     if name not in INIT_ARITY:

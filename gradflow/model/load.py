@@ -156,7 +156,7 @@ class Loader:
             if "value" in fields:
                 raise self.fail(f"{kind} {name!r}: give either init or value, not both", fields["init"])
             init = parse_init(self.string(fields["init"], "init"), self.path, place_of(fields["init"]),
-                              quoted=fields["init"].style is not None)
+                              quoted=fields["init"].style is not None, raw=fields["init"].raw)
         return TensorSpec(name, shape, dtype, init, place_of(at), shape_place)
 
     def shape(self, node: Node, name: str) -> tuple:
@@ -245,7 +245,7 @@ class Loader:
         if not isinstance(v, str) or not v.strip():
             raise self.fail(f"graph entry {key!r} must be an expression, not {kind_of(v)}", node)
         quoted = node.style in ("'", '"')
-        tree = parse_expression(v, self.path, place_of(node), quoted=quoted)
+        tree = parse_expression(v, self.path, place_of(node), quoted=quoted, raw=node.raw)
         return Entry(key, targets, tree, None, place_of(at), place_of(node), quoted)
 
     def losses(self, node: Node | None, root: Node) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -67,12 +67,15 @@ class Node:
     style: str | None = None
     keys: dict[str, tuple[int, int]] | None = None
     size: int = 1
+    # A string's source text when its value is not a copy of one line of the file
+    # (folded, multi-line, block, escaped or rejoined), so places inside it can be found.
+    raw: str | None = field(default=None, compare=False, repr=False)
 
 
 def parse_yaml(text: str | bytes, path: str) -> Node:
     """Parse one model file (a single YAML document whose root is a mapping)."""
     text = _as_text(text, path)
-    builder = _TreeBuilder(path)
+    builder = _TreeBuilder(path, text)
     try:
         for event in rejoin_calls(yaml.parse(text, Loader=LOADER)):
             builder.feed(event)
@@ -259,8 +262,8 @@ class _Frame:
 class _TreeBuilder:
     """Turns events into Nodes, one event at a time, with an explicit stack."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, text: str = ""):
+        self.path, self.text = path, text
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Node, int]] = {}  # name -> (node, height)
         self.open_anchors: dict[str, int] = {}  # name -> line, node not finished
@@ -302,14 +305,22 @@ class _TreeBuilder:
             if event.anchor is None:
                 return  # a key is its source text; only an anchored key needs a Node
         mark = event.start_mark
-        node = Node(_scalar_value(event, self.path), mark.line + 1, mark.column + 1,
-                    style=event.style or None)
+        value = _scalar_value(event, self.path)
+        node = Node(value, mark.line + 1, mark.column + 1, style=event.style or None,
+                    raw=self._raw(event) if isinstance(value, str) else None)
         if event.anchor is not None:
             self._define(event.anchor, mark)
             self.anchors[event.anchor] = (node, 0)
         if not is_key:
             self._count(1, event, alias=False)
             self._attach(node, 0)
+
+    def _raw(self, event) -> str | None:
+        start, end = event.start_mark.index, event.end_mark.index
+        quote = 1 if event.style in ("'", '"') else 0
+        if event.style in ("|", ">") or self.text[start + quote:end - quote] != event.value:
+            return self.text[start:end]
+        return None
 
     def _take_key(self, event) -> None:
         key, top, mark = event.value, self.stack[-1], event.start_mark
