@@ -17,7 +17,7 @@ import numpy as np
 from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
-from gradflow.model.init import default_init, generator, initial_value
+from gradflow.model.init import default_init, generator, init_problem, initial_value
 from gradflow.model.modules import ModuleCalls, check_expansion
 from gradflow.model.spec import ModelSpec, Place, TensorSpec
 
@@ -77,8 +77,20 @@ class Model:
             else:
                 rng = generator(self.seed, name)
                 tensor.value = initial_value(kind, args, tensor.shape, tensor.dtype, rng)
-        self.tape.run()
+        try:
+            self.tape.run()
+        except (ArithmeticError, TypeError, ValueError, IndexError) as e:
+            raise self.forward_error(e) from None
         self.materialized = True
+
+    def forward_error(self, error: Exception) -> ModelError:
+        """The forward pass failed on something the shape rules let through: say where."""
+        node = next((n for n in self.tape.nodes if n.value is None and n.op is not None), None)
+        meta = getattr(node, "meta", None)
+        if not isinstance(meta, NodeInfo):
+            return ModelError(f"the forward pass failed: {error}", self.path, 1, 1)
+        return ModelError(f"graph.{meta.entry} ({self.path}:{meta.line}): {meta.op} failed: {error}",
+                          self.path, meta.line, meta.col)
 
 
 class Builder(ModuleCalls):
@@ -184,6 +196,9 @@ class Builder(ModuleCalls):
             if init.kind == "randint" and not is_int:
                 raise self.fail(f"randint initialises integer inputs; give {name!r} dtype: int", init.place)
             args = tuple(self.dim_value(a, dims, init.place) for a in init.args)
+            problem = init_problem(init.kind, args)
+            if problem:
+                raise self.fail(f"init of {name!r}: {problem}", init.place)
             self.model.inits[name] = (init.kind, args)
         dtype = np.int64 if is_int else self.tape.dtype
         tensor = self.tape.leaf(shape=shape, dtype=dtype, requires_grad=is_param,

@@ -209,7 +209,21 @@ class Evaluator:
             raise self.fail(node, f"{op.name}() takes {signature(op)}: missing {', '.join(missing) or 'tensors'}")
         tensors = [self.tensor(given[n]) for n in names] if names else [self.tensor(t) for t in tensor_nodes]
         attrs = {k: self.static(v, f"argument {k!r} of {op.name}()") for k, v in attr_nodes.items()}
+        for name, value in attrs.items():
+            self.check_attr(op, name, value, attr_nodes[name])
         return tensors, attrs
+
+    def check_attr(self, op, name: str, value, node) -> None:
+        """Refuse a static argument of the wrong kind before any array meets it."""
+        default, what = op.attrs[name], f"argument {name!r} of {op.name}()"
+        if isinstance(value, str):
+            raise self.fail(node, f"{what} cannot be a string")
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise self.fail(node, f"{what} must be True or False, not {static_text(value)}")
+        if isinstance(default, float) and not is_number(value):
+            raise self.fail(node, f"{what} must be a number, not {static_text(value)}")
+        if name == "seed" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise self.fail(node, f"{what} must be a non-negative integer, not {static_text(value)}")
 
     # -- subscripts ----------------------------------------------------------------
     def eval_Subscript(self, node):

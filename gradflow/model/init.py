@@ -8,8 +8,11 @@ initial values of another.
 from __future__ import annotations
 
 import hashlib
+import math
 
 import numpy as np
+
+INT64 = 2 ** 63
 
 
 def generator(seed: int, name: str) -> np.random.Generator:
@@ -42,6 +45,31 @@ def initial_value(kind: str, args: tuple, shape: tuple, dtype, rng: np.random.Ge
         return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype)
     fill = {"zeros": 0, "ones": 1}.get(kind, args[0] if args else 0)
     return np.full(shape, fill, dtype=dtype)
+
+
+def init_problem(kind: str, args: tuple) -> str | None:
+    """Why these init arguments (dim names resolved) cannot make values, or None."""
+    if not all(finite(a) for a in args):
+        return f"arguments must be finite numbers, got {args}"
+    if kind == "normal" and args and args[1] < 0:
+        return f"the standard deviation must not be negative, got {args[1]}"
+    if kind == "uniform" and args[0] > args[1]:
+        return f"uniform(low, high) needs low <= high, got {args}"
+    if kind == "uniform" and not finite(args[1] - args[0]):
+        return f"uniform(low, high): the range high - low is too large for a float, got {args}"
+    if kind == "randint":
+        if not all(float(a).is_integer() for a in args):
+            return f"randint(low, high) takes integers, got {args}"
+        if not -INT64 <= args[0] < args[1] < INT64:
+            return f"randint(low, high) needs low < high (high excluded, 64-bit integers), got {args}"
+    return None
+
+
+def finite(value) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:   # an int beyond any float
+        return False
 
 
 def default_init(shape: tuple, is_param: bool, is_int: bool) -> tuple[str, tuple]:
