@@ -105,6 +105,11 @@ class Evaluator:
                                   "inputs, their own params, the model's inputs and dims; pass it in")
         if name in OPS or name in ALIASES:
             raise self.fail(node, f"{name!r} is an op, not a value: call it, e.g. {name}(x)")
+        head, _, attr = name.rpartition(".")
+        if head in scope.tensors:
+            op = {"T": "transpose"}.get(attr, attr if attr in OPS else None)
+            advice = f"use {op}({head})" if op else f"call an op on {head!r}"
+            raise self.fail(node, f"{name!r}: tensors have no attributes (a dotted name is one name); {advice}")
         hint = did_you_mean(name, list(scope.tensors) + list(scope.dims))
         raise self.fail(node, f"undefined name {name!r}{hint}")
 
