@@ -84,10 +84,21 @@ def ensure_values(model, max_memory: float) -> None:
         return
     need = model.memory_estimate()
     if need > max_memory:
-        raise ModelError(f"a numeric run needs about {need / GIB:.3g} GiB, more than the limit of "
-                         f"{max_memory / GIB:.3g} GiB: use --structural, or smaller dims with --dim NAME=VALUE "
-                         "(or raise --max-memory)", model.path, 1, 1)
+        largest = max(model.tape.nodes, key=lambda n: n.size)   # point where the bytes are
+        info = largest.meta
+        where = f"; the largest tensor, {info.entry} {list(largest.shape)}, is here" if info else ""
+        raise ModelError(f"a numeric run needs about {human_bytes(need)}, more than the limit of "
+                         f"{human_bytes(max_memory)}{where}: use --structural, or smaller dims with "
+                         "--dim NAME=VALUE (or raise --max-memory)", model.path,
+                         info.line if info else 1, info.col if info else 1)
     model.materialize()
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
 
 
 def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:

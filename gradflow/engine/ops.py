@@ -42,6 +42,7 @@ from gradflow.engine.shapes import (
     arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, conv2d_shape,
     cross_entropy_shape, dropout_shape, expand_dims_shape, index_shape, layer_norm_shape,
     loss_shape, matmul_shape, one_hot_shape, pool_shape, reduce_shape, reshape_shape, same_shape,
+    scalar_attrs_shape,
     squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.errors import ShapeError
@@ -189,7 +190,7 @@ defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: 
 defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
       vjps=(lambda g, ans, x, lo, hi: g * (ans == x),),  # passes where unclipped, edges included
       doc="x limited to [lo, hi] (either may be None); gradient passes where lo <= x <= hi",
-      attrs={"lo": REQUIRED, "hi": REQUIRED}, **_EW)
+      attrs={"lo": REQUIRED, "hi": REQUIRED}, **{**_EW, "shape": scalar_attrs_shape("lo", "hi")})
 _EW2 = dict(group="elementwise", inputs=("a", "b"), shape=broadcast_shape)
 defop("maximum", forward=np.maximum, vjps=(extremum_vjp(0, np.greater), extremum_vjp(1, np.greater)),
       doc="elementwise larger of a and b; on ties each gets half the gradient", **_EW2)
@@ -308,7 +309,7 @@ defop("one_hot", inputs=("idx",), forward=lambda idx, n: np.equal(np.expand_dims
 defop("stop_gradient", "gradient control", ("x",), lambda x: x, (None,), same_shape,
       "identity forward, no gradient backward (alias: detach)", kind="stop", out="first")
 defop("grad_scale", "gradient control", ("x",), lambda x, s: x, (lambda g, ans, x, s: g * s,),
-      same_shape, "identity forward, gradient times s backward", attrs={"s": REQUIRED}, out="first")
+      scalar_attrs_shape("s"), "identity forward, gradient times s backward", attrs={"s": REQUIRED}, out="first")
 defop("grad_reverse", "gradient control", ("x",), lambda x: x, (lambda g, ans, x: -g,), same_shape,
       "identity forward, gradient negated backward (domain-adversarial training)", out="first")
 

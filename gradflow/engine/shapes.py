@@ -24,6 +24,17 @@ def same_shape(x, **_):
     return x
 
 
+def scalar_attrs_shape(*names):
+    """A same-shape rule that also insists the named attributes are plain numbers (or None)."""
+    def rule(x, **attrs):
+        for name in names:
+            value = attrs.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ShapeError(f"{name} must be a number, not {value!r}")
+        return x
+    return rule
+
+
 def broadcast_shape(*shapes):
     """numpy's broadcasting rule on shapes alone."""
     ndim = max(len(s) for s in shapes)

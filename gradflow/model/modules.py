@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from gradflow.errors import ModelError
+from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.evaluate import Scope, later_names
 from gradflow.model.expr import dotted_name
 
@@ -163,7 +163,8 @@ class ModuleCalls:
             raise fail("repeat() takes (block, x, times=N, name=...)")
         block = dotted_name(args["block"])
         if block not in self.spec.modules:
-            raise fail(f"repeat(): {block or 'the first argument'!r} is not a module", args["block"])
+            hint = did_you_mean(block, self.spec.modules) if block else ""
+            raise fail(f"repeat(): {block or 'the first argument'!r} is not a module{hint}", args["block"])
         module = self.spec.modules[block]
         if len(module.inputs) != 1 or module.multi:
             raise fail(f"repeat(): module {block!r} must take one input and give one output")

@@ -164,7 +164,9 @@ def test_analyze_structural_gives_statuses_without_numbers():
 def test_analyze_max_memory_refuses_a_large_numeric_run():
     result = run("analyze", str(MODELS / "transformer.yaml"), "--max-memory", "1KiB")
     assert result.exit_code == 2
-    assert "transformer.yaml:1:1: error: a numeric run needs about" in result.stderr
+    assert "transformer.yaml:52:7: error: a numeric run needs about 654 KiB, more than the limit of 1 KiB" \
+        in result.stderr
+    assert "the largest tensor, block.0.w1 [16, 64], is here" in result.stderr
     assert "--structural" in result.stderr
 
 
