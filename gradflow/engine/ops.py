@@ -69,6 +69,13 @@ class Op:
         # Stored, not computed: the tape's backward asks for every node.
         object.__setattr__(self, "variadic", self.inputs[:1] == ("*xs",))
 
+    @property
+    def signature(self) -> str:
+        """'(x, axis=None, keepdims=False)': how the op is called, for messages and `gradflow ops`."""
+        inputs = ["[xs]"] if self.variadic else list(self.inputs)
+        attrs = [k if v is REQUIRED else f"{k}={v!r}" for k, v in self.attrs.items()]
+        return f"({', '.join(inputs + attrs)})"
+
     def bind_attrs(self, given: dict) -> dict:
         """Complete ``given`` with defaults; unknown or missing attributes raise TypeError.
 

@@ -195,7 +195,7 @@ class Evaluator:
             tensor_nodes, args = args[:len(names)], args[len(names):]
         attr_names = list(op.attrs)
         if len(args) > len(attr_names):
-            raise self.fail(args[len(attr_names)], f"{op.name}() takes {signature(op)}: too many arguments")
+            raise self.fail(args[len(attr_names)], f"{op.name}() takes {op.signature}: too many arguments")
         attr_nodes = dict(zip(attr_names, args))
         given = dict(zip(names, tensor_nodes))
         for kw in node.keywords:
@@ -207,11 +207,11 @@ class Evaluator:
                 attr_nodes[kw.arg] = kw.value
             else:
                 hint = did_you_mean(kw.arg, names + attr_names)
-                raise self.fail(kw, f"{op.name}() has no argument {kw.arg!r}{hint}; it takes {signature(op)}")
+                raise self.fail(kw, f"{op.name}() has no argument {kw.arg!r}{hint}; it takes {op.signature}")
         missing = [n for n in names if n not in given] + [
             n for n in attr_names if op.attrs[n] is REQUIRED and n not in attr_nodes]
         if missing or (op.variadic and not tensor_nodes):
-            raise self.fail(node, f"{op.name}() takes {signature(op)}: missing {', '.join(missing) or 'tensors'}")
+            raise self.fail(node, f"{op.name}() takes {op.signature}: missing {', '.join(missing) or 'tensors'}")
         tensors = [self.tensor(given[n]) for n in names] if names else [self.tensor(t) for t in tensor_nodes]
         attrs = {k: self.static(v, f"argument {k!r} of {op.name}()") for k, v in attr_nodes.items()}
         for name, value in attrs.items():
@@ -284,10 +284,6 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def signature(op) -> str:
-    inputs = ["[tensors]"] if op.variadic else list(op.inputs)
-    attrs = [k if v is REQUIRED else f"{k}={v!r}" for k, v in op.attrs.items()]
-    return f"({', '.join(inputs + attrs)})"
 
 
 def static_text(value) -> str:

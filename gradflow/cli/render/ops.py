@@ -6,13 +6,6 @@ from rich import box
 from rich.table import Table
 
 from gradflow.engine import ALIASES, OPS
-from gradflow.engine.ops import REQUIRED
-
-
-def signature(op) -> str:
-    inputs = ["[xs]"] if op.variadic else list(op.inputs)
-    attrs = [k if v is REQUIRED else f"{k}={v!r}" for k, v in op.attrs.items()]
-    return f"{op.name}({', '.join(inputs + attrs)})"
 
 
 def gradient(op) -> str:
@@ -39,6 +32,6 @@ def render(out) -> None:
         t.add_row(f"[bold]{group}[/bold]", "", "")
         for op in ops:
             doc = op.doc + (f" (alias: {aliases[op.name]})" if op.name in aliases else "")
-            t.add_row("  " + signature(op), gradient(op), doc)
+            t.add_row(f"  {op.name}{op.signature}", gradient(op), doc)
         t.add_section()
     out.print(t)
