@@ -27,14 +27,6 @@ class ModelError(Exception):
         self.line = line
         self.col = col
 
-    def located(self, path: str | None = None, line: int | None = None,
-                col: int | None = None) -> "ModelError":
-        """Fill in whatever part of the place is still unknown; returns self."""
-        self.path = self.path or path
-        self.line = self.line or line
-        self.col = self.col or col
-        return self
-
     def __str__(self) -> str:
         return f"{self.path or '<model>'}:{self.line or 1}:{self.col or 1}: error: {self.message}"
 

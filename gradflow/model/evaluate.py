@@ -165,14 +165,14 @@ class Evaluator:
         name = dotted_name(node.func)
         if name == "repeat":
             return self.builder.call_repeat(self, node)
-        if self.builder.is_callable_module(self.scope, name):
+        if self.builder.is_callable_module(name):
             return self.builder.call_module(self, name, node)
         op_name = ALIASES.get(name, name)
         if op_name not in OPS and (name in self.scope.tensors or name in self.scope.dims):
             raise self.fail(node.func, f"{name!r} is a {'tensor' if name in self.scope.tensors else 'dim'}, "
                                        "not an op or a module: it cannot be called")
         if op_name not in OPS:
-            candidates = list(OPS) + list(ALIASES) + self.builder.callable_names(self.scope)
+            candidates = list(OPS) + list(ALIASES) + self.builder.callable_names()
             raise self.fail(node.func, f"unknown op {name!r}{did_you_mean(name, candidates)}")
         return self.call_op(OPS[op_name], node)
 

@@ -110,7 +110,7 @@ class Loader:
                          instances, graph, losses, expect, expect_places=expect_places)
         spec.dims_place = place_of(root.keys["dims"]) if "dims" in top else None
         if "check" in top:
-            spec.check, spec.check_place = self.check(top["check"]), place_of(top["check"])
+            spec.check = self.check(top["check"])
         return spec
 
     def dims(self, node: Node | None, what: str) -> dict:
@@ -206,7 +206,7 @@ class Loader:
         for out, at in zip(outputs, self.sequence(out_node, "outputs")):
             if out not in scope:
                 raise self.fail(f"module {name!r} has no {out!r} to output{did_you_mean(out, scope)}", at)
-        return ModuleSpec(name, inputs, dims, params, graph, outputs, multi, place_of(node), place_of(out_node))
+        return ModuleSpec(name, inputs, dims, params, graph, outputs, multi, place_of(node))
 
     def instances(self, node: Node | None, modules: dict) -> dict:
         if node is None or node.value is None:
@@ -246,7 +246,7 @@ class Loader:
             raise self.fail(f"graph entry {key!r} must be an expression, not {kind_of(v)}", node)
         quoted = node.style in ("'", '"')
         tree = parse_expression(v, self.path, place_of(node), quoted=quoted, raw=node.raw)
-        return Entry(key, targets, tree, None, place_of(at), place_of(node), quoted)
+        return Entry(key, targets, tree, None, place_of(at), place_of(node))
 
     def losses(self, node: Node | None, root: Node) -> dict:
         if node is None or not node.value:

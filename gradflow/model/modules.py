@@ -108,10 +108,10 @@ def fold(node, dims):
 class ModuleCalls:
     """The module half of the Builder: instances, calls, repeat."""
 
-    def is_callable_module(self, scope, name) -> bool:
+    def is_callable_module(self, name) -> bool:
         return name in self.spec.instances or name in self.spec.modules
 
-    def callable_names(self, scope) -> list:
+    def callable_names(self) -> list:
         return list(self.spec.modules) + list(self.spec.instances) + ["repeat"]
 
     def call_module(self, ev, name: str, node: ast.Call, path: str | None = None):
@@ -125,9 +125,9 @@ class ModuleCalls:
                              f"({', '.join(module.inputs)}), got {len(node.args) + len(node.keywords)}",
                              self.path, node.lineno, node.col_offset)
         args = [ev.tensor(a) for a in node.args]
-        return self.expand(module, path, overrides, args, ev.scope, node)
+        return self.expand(module, path, overrides, args, node)
 
-    def expand(self, module, path: str, overrides: dict, args: list, outer: Scope, node):
+    def expand(self, module, path: str, overrides: dict, args: list, node):
         dims = {**self.model.dims, **{k: v for k, (v, _) in module.dims.items()},
                 **{k: v for k, (v, _) in overrides.items()}}
         params = self.instantiate(module, path, dims, node)
@@ -176,7 +176,7 @@ class ModuleCalls:
             raise fail("repeat(): name must be a string naming the instances, e.g. name=\"enc\"")
         h = ev.tensor(args["x"])
         for i in range(times):
-            h = self.expand(module, f"{ev.scope.prefix}{name}.{i}", {}, [h], ev.scope, node)
+            h = self.expand(module, f"{ev.scope.prefix}{name}.{i}", {}, [h], node)
         return h
 
     def forward_reference(self, scope, name: str) -> str:

@@ -48,7 +48,6 @@ class Entry:
     number: float | None
     place: Place                   # where the key stands
     origin: Place                  # where the expression text starts (column of its first character)
-    quoted: bool = False
 
 
 @dataclass
@@ -61,7 +60,6 @@ class ModuleSpec:
     outputs: tuple[str, ...]
     multi: bool                     # declared with `outputs:` (returns a tuple)
     place: Place
-    output_place: Place | None = None
 
 
 @dataclass
@@ -94,6 +92,5 @@ class ModelSpec:
     losses: dict                    # name -> LossSpec
     expect: dict                    # loss -> {status: [(glob, Place)]}
     check: dict = field(default_factory=dict)   # rule settings from the file's `check:` block
-    check_place: Place | None = None
     expect_places: dict = field(default_factory=dict)  # loss -> Place of its expect key
     dims_place: Place | None = None  # the `dims:` key, where a wrong --dim NAME points
