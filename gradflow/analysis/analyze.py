@@ -48,7 +48,7 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
         per_loss[loss_name] = (flow, norms)
     params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n]) for n, t in model.params.items()]
     report = Report(model_info(model, structural), loss_reports(model, structural), params,
-                    stop_reports(graph, per_loss), grads=grads_kept, version=version)
+                    stop_reports(graph, per_loss), grads=grads_kept, version=version, settings=settings)
     report.findings = evaluate(report, model, settings)
     return report
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from functools import cached_property
+
 import numpy as np
 
 FORMAT = 1
@@ -94,14 +96,19 @@ class Report:
     findings: list = field(default_factory=list)   # [Finding]
     grads: dict = field(default_factory=dict)      # (loss, param) -> array, for flows/zero pairs
     version: str = ""
+    settings: object = None                        # rules.Settings the findings were made with
+
+    @cached_property
+    def by_name(self) -> dict:
+        return {p.name: p for p in self.params}
 
     def pair(self, param: str, loss: str) -> Pair:
-        for p in self.params:
-            if p.name == param:
-                if loss not in p.grads:
-                    raise KeyError(f"no loss {loss!r}")
-                return p.grads[loss]
-        raise KeyError(f"no parameter {param!r}")
+        if param not in self.by_name:
+            raise KeyError(f"no parameter {param!r}")
+        grads = self.by_name[param].grads
+        if loss not in grads:
+            raise KeyError(f"no loss {loss!r}")
+        return grads[loss]
 
     def status(self, param: str, loss: str) -> str:
         return self.pair(param, loss).status
@@ -118,6 +125,12 @@ class Report:
     @property
     def warnings(self) -> int:
         return sum(f.severity == "warning" for f in self.findings)
+
+    @property
+    def failed(self) -> bool:
+        """Whether `gradflow check` fails on this report: an error, or a warning under strict."""
+        strict = self.settings is not None and self.settings.strict
+        return self.errors > 0 or (strict and self.warnings > 0)
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "gradflow_version": self.version, "model": self.model,

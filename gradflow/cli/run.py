@@ -28,25 +28,17 @@ class Result:
     report: object = None
     error: ModelError | None = None
     warnings: list = field(default_factory=list)
-    strict: bool = False
 
     @property
     def failed(self) -> bool:
-        return self.report is not None and (
-            self.report.errors > 0 or (self.strict and self.report.warnings > 0))
+        return self.report is not None and self.report.failed
 
 
 def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structural=False,
                  max_memory=None, weights=None, counterfactual=True, overrides=None):
     model = gradflow.load(path, dims=dims or None, seed=seed, weights=weights, dtype=dtype)
-    for name in losses:
-        if name not in model.losses:
-            raise ModelError(f"--loss {name}: the model has no loss {name!r} "
-                             f"(it has {', '.join(model.losses)})", model.path, 1, 1)
     if losses:
-        model.losses = {name: model.losses[name] for name in losses}
-        model.spec.losses = {name: model.spec.losses[name] for name in losses}
-        model.spec.expect = {k: v for k, v in model.spec.expect.items() if k in losses}
+        model.keep_losses(losses)
     overrides = dict(overrides or {})
     if max_memory is not None:
         overrides["max_memory"] = max_memory
@@ -77,12 +69,11 @@ def entry_graph(path, losses=(), dims=None):
     from gradflow.analysis.flow import Graph
     from gradflow.analysis.paths import entry_graph as build_entry_graph
     model = gradflow.load(path, dims=dims or None)
-    unknown = [name for name in losses if name not in model.losses]
-    if unknown:
-        raise ModelError(f"--loss {unknown[0]}: the model has no such loss", model.path, 1, 1)
+    if losses:
+        model.keep_losses(losses)
     entries, edges = build_entry_graph(model, Graph(model.tape, model.params))
     kinds = {**{n: "input" for n in model.inputs}, **{n: "param" for n in model.params}}
-    return entries, edges, kinds, list(losses) or list(model.losses)
+    return entries, edges, kinds, list(model.losses)
 
 
 def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
@@ -129,7 +120,7 @@ def check_one(path, overrides, options) -> Result:
     except ModelError as e:
         return Result(path, error=e)
     report.grads = {}   # not needed by check; keeps results light across processes
-    return Result(path, report, warnings=model.warnings, strict=settings_for(model, overrides).strict)
+    return Result(path, report, warnings=model.warnings)
 
 
 def check_files(files, overrides, jobs=1, **options) -> list:

@@ -63,6 +63,16 @@ class Model:
             total += nbytes * (3 if node.requires_grad else 1)
         return total
 
+    def keep_losses(self, names) -> None:
+        """Analyse only these losses (and check only their expectations)."""
+        for name in names:
+            if name not in self.losses:
+                raise ModelError(f"--loss {name}: the model has no loss {name!r} "
+                                 f"(it has {', '.join(self.losses)})", self.path, 1, 1)
+        self.losses = {name: self.losses[name] for name in names}
+        self.spec.losses = {name: self.spec.losses[name] for name in names}
+        self.spec.expect = {k: v for k, v in self.spec.expect.items() if k in names}
+
     def materialize(self) -> None:
         """Give every leaf its initial (or loaded) value and run the forward pass."""
         for name, tensor in {**self.inputs, **self.params}.items():

@@ -207,3 +207,9 @@ def test_analyze_weights_unreadable_file_is_an_input_error(tmp_path):
     bad.write_bytes(b"not a zip")
     result = run("analyze", TAPE, "--weights", str(bad))
     assert result.exit_code == 2 and result.stderr.startswith(f"{bad}:1:1: error: cannot read weights")
+
+
+def test_analyze_unknown_loss_flag_is_an_input_error():
+    result = run("analyze", TAPE, "--loss", "nope")
+    assert result.exit_code == 2
+    assert "error: --loss nope: the model has no loss 'nope' (it has z)" in result.stderr

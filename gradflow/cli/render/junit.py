@@ -23,7 +23,7 @@ def render_check(results, no_color: bool) -> None:
                 found = [f for f in r.report.findings if f.rule == rule]
                 case = ET.SubElement(suite, "testcase", name=f"{rule} {description}", classname=r.path)
                 cases += 1
-                errors = [f for f in found if f.severity == "error" or r.strict]
+                errors = [f for f in found if f.severity == "error" or r.report.settings.strict]
                 if errors:
                     failures += 1
                     text = "\n".join(f"{f.path}:{f.line}:{f.col}: {f.message}" for f in errors)
