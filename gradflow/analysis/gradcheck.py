@@ -31,9 +31,6 @@ class Check:
     skipped: str = ""             # why this pair was not compared
 
 
-RESCALING = ("grad_scale", "grad_reverse")
-
-
 def forward_again(model) -> None:
     """Recompute every differentiable op; cut ops keep the values they had."""
     for node in model.tape.nodes:
@@ -57,9 +54,9 @@ def gradcheck(model, eps: float = 1e-6, rtol: float = 1e-4, atol: float = 1e-7,
     rng = np.random.default_rng(seed)
     checks = []
     for loss_name, loss in model.losses.items():
-        grads = model.tape.backward(loss, keep=True)   # grad_scale nodes on the way are looked at
+        grads = model.tape.backward(loss, keep=True)   # rescaling nodes on the way are looked at
         rescaled = [n.op.name for n in model.tape.nodes[:loss.index + 1]
-                    if n.op is not None and n.op.name in RESCALING and grads[n.index] is not None]
+                    if n.op is not None and not n.op.derivative and grads[n.index] is not None]
         for name, param in model.params.items():
             g = grads[param.index] if param.index < len(grads) else None
             if g is None:

@@ -63,6 +63,8 @@ class Op:
     kind: str = "differentiable"
     out: str = "promote"             # output dtype: promote | float | int | first
     int_inputs: tuple[int, ...] = ()  # inputs that must be integer tensors
+    seeded: bool = False             # takes a `seed` attribute that a model gives each call its own of
+    derivative: bool = True          # False: the rule deliberately is not the forward's derivative
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
 
     def __post_init__(self):
@@ -294,7 +296,7 @@ defop("binary_cross_entropy", inputs=("p", "y"), forward=binary_cross_entropy, v
       **_NN)
 defop("dropout", inputs=("x",), forward=dropout, vjps=(dropout_vjp,), shape=dropout_shape,
       doc="zero each entry with probability p (mask from seed), scale the rest by 1/(1-p)",
-      attrs={"p": REQUIRED, "seed": 0}, **_NN)
+      attrs={"p": REQUIRED, "seed": 0}, seeded=True, **_NN)
 defop("conv2d", inputs=("x", "w"), forward=conv2d, vjps=(conv2d_vjp_x, conv2d_vjp_w), shape=conv2d_shape,
       doc="2-D cross-correlation: x [N, C, H, W], w [O, C, kH, kW]; stride and padding int or pair",
       attrs={"stride": 1, "padding": 0}, **_NN)
@@ -316,9 +318,11 @@ defop("one_hot", inputs=("idx",), forward=lambda idx, n: np.equal(np.expand_dims
 defop("stop_gradient", "gradient control", ("x",), lambda x: x, (None,), same_shape,
       "identity forward, no gradient backward (alias: detach)", kind="stop", out="first")
 defop("grad_scale", "gradient control", ("x",), lambda x, s: x, (lambda g, ans, x, s: g * s,),
-      scalar_attrs_shape("s"), "identity forward, gradient times s backward", attrs={"s": REQUIRED}, out="first")
+      scalar_attrs_shape("s"), "identity forward, gradient times s backward", attrs={"s": REQUIRED}, out="first",
+      derivative=False)
 defop("grad_reverse", "gradient control", ("x",), lambda x: x, (lambda g, ans, x: -g,), same_shape,
-      "identity forward, gradient negated backward (domain-adversarial training)", out="first")
+      "identity forward, gradient negated backward (domain-adversarial training)", out="first",
+      derivative=False)
 
 # ================================================================ non-differentiable
 _ND = dict(group="non-differentiable", kind="implicit")

@@ -178,7 +178,7 @@ class Evaluator:
 
     def call_op(self, op, node):
         tensors, attrs = self.bind(op, node)
-        if op.name == "dropout" and "seed" not in attrs:
+        if op.seeded and "seed" not in attrs:
             attrs["seed"] = self.builder.seed_for(self.entry, node)
         return self.apply(op, node, *tensors, **attrs)
 

@@ -278,3 +278,28 @@ losses: [loss]
 """)
     assert "larger than 1,000,000 nodes" in error.message and error.line < 40
     assert elapsed < 1
+
+
+DROPOUT = """
+gradflow: 1
+inputs:
+  x: {shape: [200], init: ones}
+graph:
+  a: dropout(x, 0.5)
+  b: dropout(x, 0.5)
+  loss: sum(a) + sum(b)
+losses: [loss]
+"""
+
+
+def test_each_dropout_call_gets_its_own_mask_fixed_by_the_model_seed(write_model):
+    def masks(seed):
+        model = gradflow.load(write_model(DROPOUT), seed=seed)
+        model.materialize()
+        return model.entries["a"].value != 0, model.entries["b"].value != 0
+    a, b = masks(1)
+    assert 60 < a.sum() < 140 and not np.array_equal(a, b)
+    again_a, again_b = masks(1)
+    np.testing.assert_array_equal(a, again_a)
+    np.testing.assert_array_equal(b, again_b)
+    assert not np.array_equal(a, masks(2)[0])
