@@ -34,18 +34,32 @@ def imports(path: Path) -> list[str]:
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py"))
 
 
+def violations(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Imports of one module that break the layering, as readable lines."""
+    own = layer_of("gradflow." + ".".join(path.relative_to(package).with_suffix("").parts))
+    found = []
+    for module in imports(path):
+        if module.split(".")[0] in THIRD_PARTY_ONLY_IN_CLI and own != "cli":
+            found.append(f"{path.name} imports {module}")
+        target = layer_of(module)
+        if target is None or own == "top" or (target == "top" and own == "cli"):
+            continue
+        if target == "top" or LAYERS.index(target) > LAYERS.index(own):
+            found.append(f"{path.name} ({own}) imports {module}")
+    return found
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_layout_imports_flow_one_way(path):
-    own = layer_of("gradflow." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
-    for module in imports(path):
-        if module.split(".")[0] in THIRD_PARTY_ONLY_IN_CLI:
-            assert own == "cli", f"{path.name} imports {module}"
-        target = layer_of(module)
-        if own == "top" or target in (None, "top") and own == "cli":
-            continue
-        assert target != "top", f"{path.name} imports the package root"
-        if target is not None:
-            assert LAYERS.index(target) <= LAYERS.index(own), f"{path.name} ({own}) imports {module}"
+    assert violations(path) == []
+
+
+def test_layout_check_catches_an_upward_import_and_rich_outside_the_cli(tmp_path):
+    bad = tmp_path / "engine" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text("import rich\nfrom gradflow.model.load import load_spec\nimport numpy\n")
+    assert violations(bad, tmp_path) == ["bad.py imports rich",
+                                         "bad.py (engine) imports gradflow.model.load"]
 
 
 def test_layout_every_module_has_a_docstring():

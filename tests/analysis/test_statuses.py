@@ -61,7 +61,7 @@ def test_status_zero_when_multiplied_by_zero(write_model):
     assert [c.op for c in pair.dies_at] == ["matmul"]
 
 
-def test_status_blocked_by_implicit_cut(write_model):
+def test_status_zero_with_a_partial_implicit_cut(write_model):
     report = analyze(write_model, """
         gradflow: 1
         params:
@@ -74,6 +74,26 @@ def test_status_blocked_by_implicit_cut(write_model):
     pair = report.pair("w", "loss")
     assert pair.status == "zero"
     assert [(c.op, c.kind) for c in pair.partially_cut_by] == [("greater", "implicit")]
+
+
+def test_status_blocked_by_argmax_blames_it_not_the_take(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          scores: {shape: [4], init: normal}
+          table: {shape: [4, 2], init: normal}
+        graph:
+          pick: argmax(scores)
+          row: take(table, pick, axis=0)
+          loss: sum(row)
+        losses: [loss]
+    """)
+    pair = report.pair("scores", "loss")
+    assert pair.status == "blocked"
+    assert [(c.node, c.op, c.kind, c.line) for c in pair.cut_by] == [("pick", "argmax", "implicit", 6)]
+    assert report.status("table", "loss") == "flows"
+    [stop] = [s for s in report.stops if s.cut.op == "argmax"]
+    assert stop.cuts["loss"]["blocks"] == ["scores"] and stop.redundant is False
 
 
 def test_status_blocked_lists_every_cut_nearest_the_loss(write_model):
