@@ -4,33 +4,30 @@
     model = gradflow.load("models/gan.yaml", dims={"batch": 4}, seed=0)
     report = gradflow.analyze(model)
     report.status("G.w1", "g_loss")      # "flows"
+
+The public names are imported on first use, so `gradflow --version` and
+`gradflow schema` start without numpy, PyYAML or the analysis.
 """
 
 from __future__ import annotations
 
+import importlib
+
+from gradflow.errors import ModelError
+
 __version__ = "0.1.0"
 
-from gradflow.analysis.analyze import analyze as _analyze  # noqa: E402
-from gradflow.analysis.report import Finding, Report  # noqa: E402
-from gradflow.errors import ModelError  # noqa: E402
-from gradflow.model.build import Model, build  # noqa: E402
-from gradflow.model.load import load_spec  # noqa: E402
-from gradflow.model.weights import load_weights  # noqa: E402
+# public name -> the module that defines it
+_LAZY = {"load": "gradflow.api", "analyze": "gradflow.api", "Report": "gradflow.analysis.report",
+         "Finding": "gradflow.analysis.report", "Model": "gradflow.model.build"}
 
 
-def load(path, dims: dict | None = None, seed: int | None = None, weights=None,
-         dtype="float64") -> Model:
-    """Read, check and build a model file (shapes only: no array is allocated yet)."""
-    model = build(load_spec(path), dims=dims, seed=seed, dtype=dtype)
-    if weights is not None:
-        load_weights(model, weights)
-    return model
-
-
-def analyze(model: Model, structural: bool = False, counterfactual: bool = True, settings=None) -> Report:
-    """Report, for every parameter and loss, whether gradient flows and if not, why."""
-    return _analyze(model, structural=structural, counterfactual=counterfactual,
-                    settings=settings, version=__version__)
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gradflow' has no attribute {name!r}")
 
 
 __all__ = ["Finding", "Model", "ModelError", "Report", "__version__", "analyze", "load"]

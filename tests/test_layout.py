@@ -66,3 +66,11 @@ def test_layout_every_module_has_a_docstring():
     missing = [str(p.relative_to(PACKAGE)) for p in SOURCES
                if p.stat().st_size and ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) is None]
     assert missing == []
+
+
+def test_layout_cli_starts_without_numpy_or_yaml():
+    import subprocess
+    import sys
+    code = "import sys, gradflow.cli.main; print(sorted({'numpy', 'yaml'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

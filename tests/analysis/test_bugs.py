@@ -30,7 +30,8 @@ def test_bug_dqn_target_network_leaks_gradient():
 def test_bug_dqn_leak_is_also_caught_by_gf104_without_expectations():
     model = gradflow.load(BUGS / "dqn_target_leak.yaml")
     model.spec.expect = {}
-    settings = gradflow.analysis.rules.settings_for(model, {"select": "GF104"})
+    from gradflow.analysis.rules import settings_for
+    settings = settings_for(model, {"select": "GF104"})
     report = gradflow.analyze(model, settings=settings)
     assert {(f.rule, f.severity) for f in report.findings} == {("GF104", "error")}
 
