@@ -155,13 +155,13 @@ def drop_key(lines: list[str], i: int) -> list[str]:
     return lines[:i] + lines[end:]
 
 
-@FUZZ
-@given(data=st.data())
-def test_cli_line_mutations_fail_cleanly_or_succeed(workdir, data):
+def draw_model(data):
+    """A shipped model and its lines, drawn by hypothesis."""
     source = data.draw(st.sampled_from(shipped_models()), label="model")
-    lines = source.read_text(encoding="utf-8").split("\n")
-    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
-        lines = mutate_lines(lines, data)
+    return source, source.read_text(encoding="utf-8").split("\n")
+
+
+def write_and_check(workdir, source, lines, data) -> None:
     path = workdir / source.name
     path.write_text("\n".join(lines), encoding="utf-8")
     assert_clean_outcome(path, data.draw(st.sampled_from(COMMANDS), label="command"))
@@ -169,9 +169,17 @@ def test_cli_line_mutations_fail_cleanly_or_succeed(workdir, data):
 
 @FUZZ
 @given(data=st.data())
+def test_cli_line_mutations_fail_cleanly_or_succeed(workdir, data):
+    source, lines = draw_model(data)
+    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+        lines = mutate_lines(lines, data)
+    write_and_check(workdir, source, lines, data)
+
+
+@FUZZ
+@given(data=st.data())
 def test_cli_expression_mutations_fail_cleanly_or_succeed(workdir, data):
-    source = data.draw(st.sampled_from(shipped_models()), label="model")
-    lines = source.read_text(encoding="utf-8").split("\n")
+    source, lines = draw_model(data)
     targets = graph_lines(lines)
     assert targets, f"{source.name} has no graph lines to mutate"
     for _ in range(data.draw(st.integers(1, 2), label="mutations")):
@@ -183,23 +191,18 @@ def test_cli_expression_mutations_fail_cleanly_or_succeed(workdir, data):
         else:
             expression = replace_token(expression, data)
         lines[i] = f"{key}:{expression}"
-    path = workdir / source.name
-    path.write_text("\n".join(lines), encoding="utf-8")
-    assert_clean_outcome(path, data.draw(st.sampled_from(COMMANDS), label="command"))
+    write_and_check(workdir, source, lines, data)
 
 
 @FUZZ
 @given(data=st.data())
 def test_cli_dropped_keys_fail_cleanly_or_succeed(workdir, data):
-    source = data.draw(st.sampled_from(shipped_models()), label="model")
-    lines = source.read_text(encoding="utf-8").split("\n")
+    source, lines = draw_model(data)
     for _ in range(data.draw(st.integers(1, 2), label="drops")):
         keys = [i for i, line in enumerate(lines) if KEY_LINE.match(line)]
         if keys:
             lines = drop_key(lines, data.draw(st.sampled_from(keys), label="key"))
-    path = workdir / source.name
-    path.write_text("\n".join(lines), encoding="utf-8")
-    assert_clean_outcome(path, data.draw(st.sampled_from(COMMANDS), label="command"))
+    write_and_check(workdir, source, lines, data)
 
 
 @FUZZ
