@@ -213,3 +213,14 @@ def test_analyze_unknown_loss_flag_is_an_input_error():
     result = run("analyze", TAPE, "--loss", "nope")
     assert result.exit_code == 2
     assert "error: --loss nope: the model has no loss 'nope' (it has z)" in result.stderr
+
+
+def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_words():
+    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")], env={"COLUMNS": "50"}).output
+    assert all(len(line) <= 50 for line in out.splitlines())
+    assert out.count("parameter    shape") == 2
+    for loss in ("loss", "recon_loss", "codebook_loss", "commit_loss"):
+        assert f" {loss} " in out or out.rstrip().endswith(loss) or f" {loss}\n" in out
+    assert out.count("unreachable") == 2
+    wide = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")], env={"COLUMNS": "80"}).output
+    assert wide.count("parameter    shape") == 1

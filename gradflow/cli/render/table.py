@@ -59,26 +59,49 @@ def header(report) -> Text:
     return text
 
 
-def table(report, notes: Notes) -> Table:
+def shape_text(p) -> str:
+    return "[" + ", ".join(map(str, p.shape)) + "]"
+
+
+def table(report, losses: list, notes: Notes) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     t.add_column("parameter", overflow="fold")
     t.add_column("shape", overflow="fold")
-    for loss in report.losses:
+    for loss in losses:
         t.add_column(loss.name, overflow="fold")
     if report.model["mode"] == "numeric":
-        t.add_row(Text("loss value", style="dim"), "", *(Text(number(l.value), style="dim") for l in report.losses),
+        t.add_row(Text("loss value", style="dim"), "", *(Text(number(l.value), style="dim") for l in losses),
                   end_section=True)
     for p in report.params:
-        shape = "[" + ", ".join(map(str, p.shape)) + "]"
-        t.add_row(p.name, shape, *(cell(p.grads[loss.name], notes) for loss in report.losses))
+        t.add_row(p.name, shape_text(p), *(cell(p.grads[loss.name], notes) for loss in losses))
     return t
+
+
+def loss_groups(report, width: int) -> list:
+    """The losses in groups whose columns fit ``width`` beside the parameter and shape
+    columns, so a narrow terminal gets several tables rather than broken words."""
+    fixed = max(len("parameter"), *(len(p.name) for p in report.params)) + 2 + max(
+        len("shape"), *(len(shape_text(p)) for p in report.params)) + 2
+    groups, current, used = [], [], fixed
+    for loss in report.losses:
+        cells = [cell(p.grads[loss.name], Notes()).plain for p in report.params]
+        need = max(len(loss.name), len(number(loss.value)), *(len(c) for c in cells)) + 2
+        if current and used + need > width:
+            groups.append(current)
+            current, used = [], fixed
+        current.append(loss)
+        used += need
+    return groups + [current]
 
 
 def render_report(report, no_color: bool) -> None:
     out = console(no_color)
     out.print(header(report))
     notes = Notes()
-    out.print(table(report, notes))
+    for k, losses in enumerate(loss_groups(report, out.width)):
+        if k:
+            out.print()
+        out.print(table(report, losses, notes))
     for text, n in notes.texts.items():
         out.print(f"[{n}] {text}", highlight=False, markup=False)
     if report.findings:
