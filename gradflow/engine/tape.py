@@ -13,7 +13,8 @@ Two ways to build:
 
 Gradients: ``backward(loss)`` returns one entry per node: the gradient for each
 leaf (``None`` where none reaches it); op nodes' gradients are dropped as the
-sweep passes them unless ``keep=True``. A rule of ``None`` in the op table means "no gradient
+sweep passes them unless ``keep=True``. Each contribution has its parent's dtype
+(``w * n`` with an integer ``n`` would otherwise turn a float32 sweep float64). A rule of ``None`` in the op table means "no gradient
 through this input" (a cut); it is never replaced by an array of zeros.
 """
 
@@ -219,6 +220,8 @@ class Tape:
                     if values is None:
                         values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
                     contrib = vjp(g, node.value, *values, **attrs) if attrs else vjp(g, node.value, *values)
+                    if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
+                        contrib = contrib.astype(parent.dtype)
                     if contrib.shape != parent.shape:
                         contrib = unbroadcast(contrib, parent.shape)
                 elif i in through:
