@@ -68,6 +68,7 @@ class Op:
     int_inputs: tuple[int, ...] = ()  # inputs that must be integer tensors
     seeded: bool = False             # takes a `seed` attribute that a model gives each call its own of
     derivative: bool = True          # False: the rule deliberately is not the forward's derivative
+    gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
 
     def __post_init__(self):
@@ -285,7 +286,7 @@ defop("layer_norm", inputs=("x", "gamma", "beta"),
       vjps=(layer_norm_vjp_x, lambda g, ans, x, gamma, beta, eps=1e-5: g * normalised(x, eps)[0],
             lambda g, ans, x, gamma, beta, eps=1e-5: g),
       shape=layer_norm_shape, doc="normalise the last axis (eps=1e-5), then scale by gamma, shift by beta",
-      attrs={"eps": 1e-5}, **_NN)
+      attrs={"eps": 1e-5}, gains=(1,), **_NN)
 defop("cross_entropy", inputs=("logits", "labels"), forward=cross_entropy, vjps=(cross_entropy_vjp, None),
       shape=cross_entropy_shape, doc="mean over N of -log softmax(logits)[label]; logits [N, C], labels [N]",
       int_inputs=(1,), **_NN)

@@ -17,7 +17,7 @@ import numpy as np
 from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
-from gradflow.model.init import default_init, generator, init_problem, initial_value
+from gradflow.model.init import default_init, first_used_as_gain, generator, init_problem, initial_value
 from gradflow.model.modules import ModuleCalls, check_expansion
 from gradflow.model.spec import ModelSpec, Place, TensorSpec
 
@@ -113,6 +113,7 @@ class Builder(ModuleCalls):
         self.tape = Tape(dtype, eager=False)
         self.model = Model(spec, self.resolve_dims(dims or {}), spec.seed if seed is None else seed, self.tape)
         self.instances: dict[str, dict] = {}    # instance path -> its params (local name -> Tensor)
+        self.zeros_by_default: dict[int, str] = {}   # tape index -> param name (a gain gets ones)
 
     def fail(self, message, place) -> ModelError:
         return ModelError(message, self.path, place.line, place.col)
@@ -141,6 +142,8 @@ class Builder(ModuleCalls):
         tensors = {**model.inputs, **model.params}
         scope = Scope("", tensors, model.dims, later_names(spec.graph), "the graph")
         self.run_graph(spec.graph, scope)
+        for name in first_used_as_gain(self.tape.nodes, self.zeros_by_default):
+            model.inits[name] = ("ones", ())
         model.entries = {n: tensors[n] for e in spec.graph for n in e.targets}
         for name, loss in spec.losses.items():
             model.losses[name] = self.loss_tensor(name, loss.place, tensors)
@@ -214,6 +217,8 @@ class Builder(ModuleCalls):
         tensor = self.tape.leaf(shape=shape, dtype=dtype, requires_grad=is_param,
                                 meta=NodeInfo(name, "param" if is_param else "input", t.place.line, t.place.col))
         self.model.places[name] = t.place
+        if init is None and self.model.inits[name] == ("zeros", ()) and is_param:
+            self.zeros_by_default[tensor.index] = name
         self.admit(tensor, t.shape_place or t.place, f"{'param' if is_param else 'input'} {name!r}")
         return tensor
 
