@@ -19,6 +19,8 @@ through this input" (a cut); it is never replaced by an array of zeros.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
 from gradflow.engine.ops import OPS, Op, dtype_kind, resolve_op
@@ -67,6 +69,7 @@ class Tensor:
 
 
 new_object = object.__new__
+NO_ATTRS = MappingProxyType({})
 
 
 def values_of(parents) -> tuple:
@@ -143,6 +146,8 @@ class Tape:
                 requires_grad = True
         if attrs or op.attrs:
             attrs = op.bind_attrs(attrs)
+        else:
+            attrs = NO_ATTRS   # one shared empty mapping, not an empty dict kept by every node
         if op.int_inputs:
             op.check_dtypes([p.dtype for p in parents])
         if self.eager:
@@ -218,12 +223,9 @@ class Tape:
             if op is None:
                 continue
             parents, attrs, values = node.parents, node.attrs, None
-            vjps = op.vjps_for(len(parents)) if op.variadic else op.vjps
-            for k in range(len(parents)):
-                parent = parents[k]
+            for parent, vjp in zip(parents, op.vjps_for(len(parents)) if op.variadic else op.vjps):
                 if not parent.requires_grad:
                     continue
-                vjp = vjps[k]
                 if vjp is not None:
                     if values is None:
                         values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
