@@ -112,6 +112,7 @@ class Builder(ModuleCalls):
         self.model = Model(spec, self.resolve_dims(dims or {}), spec.seed if seed is None else seed, self.tape)
         self.instances: dict[str, dict] = {}    # instance path -> its params (local name -> Tensor)
         self.zeros_by_default: dict[int, str] = {}   # tape index -> param name (a gain gets ones)
+        self.calling_entry: str | None = None        # the top-level graph entry being evaluated
 
     def fail(self, message, place) -> ModelError:
         return ModelError(message, self.path, place.line, place.col)
@@ -164,9 +165,12 @@ class Builder(ModuleCalls):
         for entry in graph:
             scope.current = entry
             qualified = scope.prefix + entry.key
+            if not scope.prefix:   # module graphs run inside it: their nodes belong to this call
+                self.calling_entry = entry.key
             if entry.tree is None:
                 value = self.tape.constant(entry.number)
-                value.meta = NodeInfo(qualified, "constant", entry.origin.line, entry.origin.col)
+                value.meta = NodeInfo(qualified, "constant", entry.origin.line, entry.origin.col,
+                                      self.calling_entry)
             else:
                 value = Evaluator(self, scope, qualified).eval(entry.tree)
             self.bind_targets(entry, value, scope)

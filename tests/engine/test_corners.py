@@ -71,8 +71,10 @@ def tape_grads(name, arrays, attrs, upstream):
     """Gradients of the op's inputs when ``upstream`` arrives at its output."""
     tape = Tape()
     inputs = [tape.param(a) for a in arrays]
-    out = tape.apply(name, *inputs, **attrs)
-    grads = tape.backward(tape.apply("sum", out * tape.constant(upstream)))
+    with np.errstate(all="ignore"):   # the eager forward of out * inf is NaN where out is 0
+        out = tape.apply(name, *inputs, **attrs)
+        loss = tape.apply("sum", out * tape.constant(upstream))
+    grads = tape.backward(loss)
     return [grads[x.index] for x in inputs]
 
 
