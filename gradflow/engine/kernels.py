@@ -225,7 +225,10 @@ def dropout(x, p, seed=0):
 
 
 def dropout_vjp(g, ans, x, p, seed=0):
-    return dropout(g, p, seed)  # the same mask and scale: the op is linear in x
+    # The same mask and scale (the op is linear in x), multiplied as PyTorch does: an
+    # infinite g on a dropped entry is NaN there too, so GF105 sees what training would.
+    scale = 0.0 if p >= 1 else 1 / (1 - p)
+    return g * dropout_keep(np.shape(g), p, seed) * scale
 
 
 def pad2d(x, padding):

@@ -13,6 +13,7 @@ import pytest
 
 import gradflow
 from gradflow.engine import Tape
+from gradflow.engine.kernels import dropout_keep
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -118,3 +119,18 @@ def test_sqrt_of_relu_reports_zero_not_nan_where_relu_is_off(write_model):
     np.testing.assert_array_equal(report.grad("w", "loss"), x.grad.numpy())
     assert report.status("w", "loss") == "flows"
     assert not [f for f in report.findings if f.rule == "GF105"]
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+def test_dropout_multiplies_its_mask_as_torch_does(p):
+    """An infinite upstream gradient is NaN on dropped entries, inf on kept ones. torch's
+    mask comes from its own generator, so each is compared with its own mask."""
+    x, upstream = np.ones(64), np.full(64, INF)
+    (ours,) = tape_grads("dropout", [x], {"p": p, "seed": 3}, upstream)
+    keep = dropout_keep((64,), p, 3)
+    np.testing.assert_array_equal(np.isnan(ours), ~keep)
+    np.testing.assert_array_equal(ours[keep], INF)
+    t = torch.tensor(x, requires_grad=True)
+    out = F.dropout(t, p)
+    out.backward(torch.as_tensor(upstream))
+    np.testing.assert_array_equal(np.isnan(t.grad.numpy()), out.detach().numpy() == 0)
