@@ -61,6 +61,8 @@ CORNERS = {
                   [[1.0, 0.0, 1.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], {}, [INF, INF, INF]),
     "max_pool2d-ties-inf": ("max_pool2d", lambda x, kernel: F.max_pool2d(x, kernel),
                             [[[[[1.0, 1.0], [0.0, 1.0]]]]], {"kernel": 2}, [[[[INF]]]]),
+    "norm-at-zero": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, 1.0),
+    "norm-at-zero-inf": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, INF),
     "pow-corners": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0],
                                        [0.5, 3.0, -1.0, -2.0, 0.0, 0.5, 0.0, 2.0]], {}, [1.0] * 8),
     "pow-corners-inf": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 2.0],
