@@ -136,3 +136,22 @@ def test_dropout_multiplies_its_mask_as_torch_does(p):
     out = F.dropout(t, p)
     out.backward(torch.as_tensor(upstream))
     np.testing.assert_array_equal(np.isnan(t.grad.numpy()), out.detach().numpy() == 0)
+
+
+def test_pow_of_a_negative_base_reports_its_nan_exponent_gradient(write_model):
+    path = write_model("""
+        gradflow: 1
+        inputs:
+          a: {shape: [2], value: [-2.0, 3.0]}
+        params:
+          b: {shape: [2], init: ones}
+        graph:
+          loss: sum(a ** b)
+        losses: [loss]
+    """)
+    report = gradflow.analyze(gradflow.load(path))
+    a = torch.tensor([-2.0, 3.0], dtype=torch.float64)
+    b = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    (a ** b).sum().backward()
+    np.testing.assert_array_equal(report.grad("b", "loss"), b.grad.numpy())   # [nan, 3 log 3]
+    assert [f.param for f in report.findings if f.rule == "GF105"] == ["b"]
