@@ -170,7 +170,7 @@ def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_mem
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["tree", "dot", "mermaid"]), default="tree",
               show_default=True)
-@click.option("--loss", "losses", multiple=True, help="Only what these losses depend on (tree).")
+@click.option("--loss", "losses", multiple=True, help="Only what reaches these losses (repeatable).")
 @click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT")
 @click.pass_context
 @fail_on_model_error
