@@ -116,8 +116,11 @@ def quote(text: str) -> str:
 
 
 def relative(path: str, base: str) -> str:
-    """``path`` relative to ``base`` when that needs no climbing out of a drive; else absolute."""
+    """``path`` relative to ``base`` when both are inside the working directory (a project
+    committing its imported models), else absolute."""
+    cwd = os.getcwd()
     try:
-        return os.path.relpath(path, base)
+        inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(base), cwd]) == cwd
     except ValueError:   # another drive on Windows
         return path
+    return os.path.relpath(path, base) if inside else path

@@ -370,6 +370,14 @@ def rounding(c):
     return f"round({c.args[0]})"
 
 
+def broadcast_tensors(c):
+    """Each tensor broadcast to the common shape (itself where it already has it)."""
+    out = []
+    for name, shape in zip(c.args[0], c.shapes[0]):
+        out.append(Alias(name) if tuple(shape) == tuple(c.shape) else f"broadcast_to({name}, {text(tuple(c.shape))})")
+    return Parts(out)
+
+
 def identity(c):
     return Alias(c.args[0])
 
@@ -400,6 +408,7 @@ OPS = {
     **{op: reshape for op in ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze",
                               "unsqueeze", "view_as", "reshape_as")},
     **{op: broadcast for op in ("expand", "expand_as", "broadcast_to")},
+    "broadcast_tensors": broadcast_tensors,
     **{op: identity for op in ("contiguous", "clone", "alias", "lift_fresh_copy")},
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),

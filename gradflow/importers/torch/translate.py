@@ -225,7 +225,8 @@ class Translator:
         source, index = node.args
         value = self.values.get(source)
         if isinstance(value, Parts):
-            return self.emit(node, value.exprs[index])
+            part = value.exprs[index]
+            return part.name if isinstance(part, Alias) else self.emit(node, part)
         if isinstance(value, tuple):
             return value[index]
         if isinstance(value, Const) or value is None:
@@ -285,7 +286,12 @@ def target_name(target) -> str:
 
 
 def shape_of(value):
+    """A node's output shape; for a list of tensors (cat's input, split's output), the list of shapes."""
+    if isinstance(value, (list, tuple)):
+        return [shape_of(v) for v in value]
     val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    if isinstance(val, (list, tuple)) and val and isinstance(val[0], torch.Tensor):
+        return tuple(int(n) for n in val[0].shape)
     return tuple(int(n) for n in val.shape) if isinstance(val, torch.Tensor) else None
 
 
