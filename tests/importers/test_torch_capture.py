@@ -121,14 +121,16 @@ def test_import_buffers_are_not_parameters_and_their_updates_are_left_out(step_f
 
 FUNCTIONS = """
 class Reverse(torch.autograd.Function):
+    # gradient reversal written another common way: a copy forward, a negated scale backward
     @staticmethod
     def forward(ctx, x, alpha):
-        ctx.alpha = alpha
-        return x.view_as(x)
+        ctx.save_for_backward(torch.tensor(alpha))
+        return x.clone()
 
     @staticmethod
     def backward(ctx, grad):
-        return -ctx.alpha * grad, None
+        (alpha,) = ctx.saved_tensors
+        return grad.neg() * alpha, None
 
 
 class StraightRound(torch.autograd.Function):

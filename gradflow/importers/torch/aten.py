@@ -34,6 +34,8 @@ class Call:
     shape: tuple                     # output shape (first output for several)
     shapes: list                     # input shapes by position (None for non-tensors)
     overload: str
+    kinds: list = None               # input kinds by position: "float", "int", "bool" or None
+    kind: str = "float"              # the output's kind
 
     def arg(self, i: int, name: str, default=None):
         if i < len(self.args):
@@ -378,6 +380,18 @@ def broadcast_tensors(c):
     return Parts(out)
 
 
+def convert(c):
+    """`.to(dtype)`, `.double()`, `.long()`: gradflow holds floats, ints, and bools as 0/1 floats."""
+    source, target = c.kinds[0], c.kind
+    if source == target or (source == "bool" and target == "float"):
+        return Alias(c.args[0])
+    if target == "float":
+        return f"{c.args[0]} * 1.0"
+    if target == "bool":
+        return f"not_equal({c.args[0]}, 0)"
+    raise Unsupported(f"from {source} to {target}")
+
+
 def identity(c):
     return Alias(c.args[0])
 
@@ -410,6 +424,7 @@ OPS = {
     **{op: broadcast for op in ("expand", "expand_as", "broadcast_to")},
     "broadcast_tensors": broadcast_tensors,
     **{op: identity for op in ("contiguous", "clone", "alias", "lift_fresh_copy")},
+    **{op: convert for op in ("to", "_to_copy", "type_as")},
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
     "amax": lambda c: reduce("max", c), "amin": lambda c: reduce("min", c),

@@ -57,9 +57,10 @@ class Recorder:
     blocks: list = field(default_factory=list)   # Source of each `with` that turned gradient off
     calls: list = field(default_factory=list)    # [FunctionCall]
     depth: int = 0                                # inside a Function's forward
+    boundary: object = None                       # the importer's frame: user code runs below it
 
     def stamp(self, node, target, args) -> None:
-        source = user_source(3)
+        source = user_source(3, self.boundary)
         if source is not None:
             node.meta[SOURCE] = source
         if target is torch._C._set_grad_enabled and args and args[0] is False:
@@ -84,7 +85,7 @@ def watching(recorder: Recorder):
         if cls.__module__.split(".")[0] == "torch":   # torch's own Functions (custom ops use one)
             return apply.__func__(cls, *args, **kwargs)
         call = len(recorder.calls)
-        recorder.calls.append(FunctionCall(cls, user_source(2), [
+        recorder.calls.append(FunctionCall(cls, user_source(2, recorder.boundary), [
             TensorArg(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args]))
         args = [function_input(a, call) if isinstance(a, torch.Tensor) else a for a in args]
         recorder.depth += 1
@@ -123,7 +124,7 @@ def watching(recorder: Recorder):
 
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
     """(ExportedProgram, Recorder) of ``module(*inputs)`` in the training IR."""
-    recorder = Recorder()
+    recorder = Recorder(boundary=sys._getframe())
     try:
         with watching(recorder):
             program = torch.export.export(module, inputs, strict=False)

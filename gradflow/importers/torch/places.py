@@ -51,10 +51,10 @@ def frame_source(frame) -> Source:
     return position(frame.f_code, frame.f_lasti, frame.f_lineno)
 
 
-def user_source(depth: int = 1) -> Source | None:
-    """The innermost user frame on the current stack, or None."""
+def user_source(depth: int = 1, stop=None) -> Source | None:
+    """The innermost user frame on the current stack below frame ``stop``, or None."""
     frame = sys._getframe(depth)
-    while frame is not None:
+    while frame is not None and frame is not stop:
         if is_user_file(frame.f_code.co_filename):
             return frame_source(frame)
         frame = frame.f_back

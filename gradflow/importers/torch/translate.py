@@ -133,12 +133,14 @@ class Translator:
         return ModelError(message, display(at.path), at.line, at.col)
 
     def graph(self, graph, bound: dict) -> list:
-        """Translate one fx graph (the program's, or a no_grad block's); its output values."""
+        """Translate one fx graph (the program's, or a no_grad block's); its output values.
+        Nodes no output depends on (buffer updates, export's own assertions) are skipped."""
+        needed = ancestors(graph)
         for node in graph.nodes:
             if node.op == "placeholder":
                 if node in bound:
                     self.values[node] = bound[node]
-            elif node.op == "call_function":
+            elif node.op == "call_function" and node in needed:
                 self.values[node] = self.call(node)
             elif node.op == "output":
                 return list(node.args[0])
@@ -184,7 +186,8 @@ class Translator:
         args = [self.argument(a, node) for a in node.args]
         kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
         shapes = [shape_of(a) for a in node.args]
-        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname)
+        kinds = [kind_of(a) for a in node.args]
+        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
 
     def argument(self, value, user):
         if isinstance(value, torch.fx.Node):
@@ -245,8 +248,9 @@ class Translator:
         outputs = []
         for n in inner:
             value = self.values.get(n, n)
-            outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source)
-                           if isinstance(value, str) else value)
+            carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
+            # integer results (an argmax) carry no gradient anyway: no cut to report
+            outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
         return tuple(outputs)
 
     def function(self, node):
@@ -281,6 +285,18 @@ def prune(out: Imported) -> None:
         out.arrays.pop(name, None)
 
 
+def ancestors(graph) -> set:
+    """The nodes the graph's output depends on."""
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    seen, stack = {output}, [output]
+    while stack:
+        for parent in stack.pop().all_input_nodes:
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
 def target_name(target) -> str:
     return target._opname if hasattr(target, "_opname") else getattr(target, "__name__", str(target))
 
@@ -293,6 +309,16 @@ def shape_of(value):
     if isinstance(val, (list, tuple)) and val and isinstance(val[0], torch.Tensor):
         return tuple(int(n) for n in val[0].shape)
     return tuple(int(n) for n in val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def kind_of(value) -> str | None:
+    """"float", "int" or "bool": what a tensor node holds."""
+    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    if val.dtype == torch.bool:
+        return "bool"
+    return "float" if val.dtype.is_floating_point else "int"
 
 
 def as_array(value: torch.Tensor):
