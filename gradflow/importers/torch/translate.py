@@ -1,10 +1,9 @@
 """An exported program -> an ``Imported`` document: names, leaves, graph lines, losses.
 
-Parameters keep their ``named_parameters()`` names (a tied parameter is one
-parameter under its first name); inputs are named after ``forward``'s
-arguments; buffers and tensors computed from constants alone (``arange``, a
-causal mask) become constant inputs. Each aten node becomes one graph line at
-the user's source place; nodes nothing depends on are left out.
+Each aten node becomes one graph line at the user's source place (``aten.py``
+says which expression); a no_grad block's outputs are cut by ``no_grad`` at its
+``with`` line; a custom Function call becomes what probing its backward found.
+Nodes no loss depends on are left out.
 """
 
 from __future__ import annotations
@@ -13,14 +12,15 @@ import operator
 import re
 
 import torch
-from torch.export.graph_signature import InputKind
 
 from gradflow.engine import ALIASES, OPS as GRADFLOW_OPS
 from gradflow.errors import ModelError
-from gradflow.importers.document import Imported, Line, Tensor
-from gradflow.importers.torch.aten import OPS, Alias, Call, Parts, Unsupported
+from gradflow.importers.document import Imported, Line
+from gradflow.importers.torch.aten import OPS
+from gradflow.importers.torch.call import Alias, Call, Parts, Unsupported
 from gradflow.importers.torch.capture import BLOCK, SOURCE, function_input, function_output
 from gradflow.importers.torch.functions import classify
+from gradflow.importers.torch.leaves import Const, Leaves
 from gradflow.importers.torch.places import display
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
@@ -29,15 +29,9 @@ CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_lik
                  "randint_like"}
 
 
-class Const:
-    """A tensor whose value does not depend on parameters or inputs."""
+class Translator(Leaves):
+    """Walks the exported graph in order, filling an ``Imported``."""
 
-    def __init__(self, value: torch.Tensor, wanted: str):
-        self.value, self.wanted = value, wanted
-        self.name = None              # its input's name once something uses it
-
-
-class Translator:
     def __init__(self, program, step, recorder, imported: Imported):
         self.program, self.step, self.recorder, self.out = program, step, recorder, imported
         self.values = {}                    # fx node -> name | Const | Parts | tuple | Python value
@@ -68,52 +62,6 @@ class Translator:
         at = self.source_of(node)
         return ModelError(message, display(at.path), at.line, at.col)
 
-    # -- leaves --------------------------------------------------------------------------
-    def bind_leaves(self) -> None:
-        module, step = self.step.module, self.step
-        canonical = {}
-        for name, p in module.named_parameters():
-            canonical.setdefault(id(p), name)
-        placeholders = [n for n in self.program.graph.nodes if n.op == "placeholder"]
-        user = iter(step.inputs)
-        for node, spec in zip(placeholders, self.program.graph_signature.input_specs):
-            if spec.kind == InputKind.PARAMETER:
-                self.bind_param(node, canonical[id(module.get_parameter(spec.target))])
-            elif spec.kind == InputKind.USER_INPUT:
-                self.bind_input(node, next(user))
-            elif spec.kind == InputKind.BUFFER:
-                self.values[node] = Const(module.get_buffer(spec.target).detach(), spec.target)
-            elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
-                self.values[node] = Const(self.program.constants[spec.target], spec.target)
-            else:
-                raise self.fail(node, f"unsupported export input kind {spec.kind.name}")
-
-    def bind_param(self, node, name: str) -> None:
-        if name not in self.values.values():
-            p = self.step.module.get_parameter(name)
-            self.used.add(name)
-            self.out.params.append(Tensor(name, tuple(p.shape), frozen=not p.requires_grad))
-            self.out.arrays[name] = p.detach().double().numpy()
-        self.values[node] = name
-
-    def bind_input(self, node, value: torch.Tensor) -> None:
-        name = self.unique(node.name)
-        is_float = value.dtype.is_floating_point
-        self.out.inputs.append(Tensor(name, tuple(value.shape), "float" if is_float else "int"))
-        self.out.arrays[name] = as_array(value)
-        self.values[node] = name
-
-    def constant_input(self, const: Const) -> str:
-        """A constant used by the graph becomes an input carrying its value (once)."""
-        if const.name is None:
-            const.name = self.unique(const.wanted)
-            value = as_array(const.value)
-            kind = "float" if value.dtype.kind == "f" else "int"
-            self.out.inputs.append(Tensor(const.name, tuple(value.shape), kind, value=value))
-            self.out.arrays[const.name] = value
-        return const.name
-
-    # -- the graph -------------------------------------------------------------------------
     def run(self) -> None:
         spec = self.program.call_spec.out_spec
         if spec is None or spec.type is not dict:
@@ -319,11 +267,3 @@ def kind_of(value) -> str | None:
     if val.dtype == torch.bool:
         return "bool"
     return "float" if val.dtype.is_floating_point else "int"
-
-
-def as_array(value: torch.Tensor):
-    """float tensors as float64, bool as 0/1 floats (gradflow's comparisons), ints as int64."""
-    value = value.detach()
-    if value.dtype == torch.bool or value.dtype.is_floating_point:
-        return value.double().numpy()
-    return value.long().numpy()
