@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from gradflow.analysis.flow import Graph
-from gradflow.analysis.numeric import all_zero, dies_at, grad_norm, grad_stats, norm_of_difference
+from gradflow.analysis.numeric import (
+    all_zero, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
+)
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import Settings, evaluate, settings_for
 from gradflow.errors import ModelError
@@ -31,11 +33,13 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
     if not structural:
         ensure_values(model, settings.max_memory)
     graph = Graph(model.tape, model.params)
+    stops = [model.tape.nodes[c.index] for c in graph.all_cuts() if c.kind == "explicit"]
+    held = {s.index for s in stops}     # the plain sweep keeps what reaches each stop
     pairs = {name: {} for name in model.params}
     per_loss, grads_kept = {}, {}
     for loss_name, loss in model.losses.items():
         flow = graph.flow(loss)
-        grads = None if structural else model.tape.backward(loss)
+        grads = None if structural else model.tape.backward(loss, keep=held)
         every = Lazy(lambda: model.tape.backward(loss, keep=True))   # only where a gradient dies
         for name, t in model.params.items():
             pair = pairs[name][loss_name] = pair_of(name, t, flow, grads, graph, every)
@@ -43,8 +47,8 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
                 grads_kept[(loss_name, name)] = grads[t.index]
         norms = None
         if grads is not None and counterfactual:
-            add_counterfactuals(model, loss, grads, flow, pairs, loss_name)
-            norms = {c: cut_norm(model, loss, grads, c) for c in flow.behind if c.kind == "explicit"}
+            add_counterfactuals(model, stops, grads, pairs, loss_name)
+            norms = {c: cut_norm(model, grads, c) for c in flow.behind if c.kind == "explicit"}
         per_loss[loss_name] = (flow, norms)
     params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n]) for n, t in model.params.items()]
     report = Report(model_info(model, structural), loss_reports(model, structural), params,
@@ -113,16 +117,36 @@ def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
         pair.dies_at = dies_at(graph, every.get(), t, flow.open)
 
 
-def add_counterfactuals(model, loss, grads, flow, pairs, loss_name) -> None:
-    explicit = {c.index for c in flow.behind if c.kind == "explicit"}
-    through = model.tape.backward(loss, through=explicit) if explicit else grads
+def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name: str) -> None:
+    """Each pair's norm with every explicit stop as the identity.
+
+    Opening the stops changes nothing downstream of them, so the counterfactual
+    gradient is the plain one plus a sweep, through every stop, of what the plain
+    sweep brought to each stop, started at the stop's input and limited to the
+    nodes above the stops: exact, and a fraction of a whole extra backward pass.
+    """
+    seeds = {}
+    for stop in stops:
+        g, source = grad_at(grads, stop), stop.parents[0]
+        if g is not None and source.requires_grad:
+            seeds[source] = g if source not in seeds else seeds[source] + g
+    extra = model.tape.backward(None, through={s.index for s in stops}, seeds=seeds,
+                                order=ancestors(seeds)) if seeds else []
     for name, t in model.params.items():
-        pairs[name][loss_name].counterfactual_norm = grad_norm(through, t)
+        plain, more = grad_at(grads, t), grad_at(extra, t)
+        total = plain if more is None else more if plain is None else plain + more
+        pairs[name][loss_name].counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
 
 
-def cut_norm(model, loss, grads, cut) -> float:
-    """The norm of the gradient this one stop removes, over all parameters."""
-    return norm_of_difference(model.tape.backward(loss, through={cut.index}), grads, model.params)
+def cut_norm(model, grads, cut) -> float:
+    """The norm of the gradient this one stop removes, over all parameters: what the
+    plain sweep brought to the stop, swept back from its input with every other stop closed."""
+    stop = model.tape.nodes[cut.index]
+    g, source = grad_at(grads, stop), stop.parents[0]
+    if g is None or not source.requires_grad:
+        return 0.0
+    seeds = {source: g}
+    return params_norm(model.tape.backward(None, seeds=seeds, order=ancestors(seeds)), model.params)
 
 
 def stop_reports(graph, stop_cuts: dict) -> list:

@@ -1,9 +1,11 @@
 """Numbers from the tape: gradient statistics, where a zero gradient dies,
-counterfactual norms (every explicit stop as the identity) and the norm each
-stop removes on its own.
+and the sweeps behind counterfactual norms (every explicit stop as the identity)
+and the norm each stop removes on its own.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -11,15 +13,32 @@ from gradflow.analysis.flow import Cut
 
 
 def grad_stats(g) -> dict:
-    """norm, max |g|, fraction of exact zeros and count of non-finite entries."""
+    """norm, max |g|, fraction of exact zeros and count of non-finite entries.
+
+    Few passes and no temporaries of the gradient's size in the usual case: a dot
+    product for the norm, which is finite exactly when every entry is, so entries
+    are only tested for finiteness when it is not.
+    """
     g = np.asarray(g)
-    finite = np.isfinite(g)
-    nonfinite = int(g.size - np.count_nonzero(finite))
+    if not g.size:
+        return {"norm": 0.0, "max_abs": 0.0, "zero_fraction": 1.0, "nonfinite": 0}
+    norm = squared_norm(g) ** 0.5
+    if math.isfinite(norm):
+        nonfinite, max_abs = 0, float(max(g.max(), -g.min()))
+    else:
+        nonfinite = int(g.size - np.count_nonzero(np.isfinite(g)))
+        max_abs = float(np.max(np.abs(g)))
+    zeros = g.size - np.count_nonzero(g)
+    return {"norm": norm, "max_abs": max_abs, "zero_fraction": float(zeros / g.size), "nonfinite": nonfinite}
+
+
+def squared_norm(g) -> float:
+    """Sum of squares in float64, as one dot product (float32 gradients are widened first)."""
+    flat = np.ravel(g)
+    if flat.dtype != np.float64:
+        flat = flat.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        norm = float(np.sqrt(np.sum(np.square(g, dtype=np.float64))))
-    return {"norm": norm, "max_abs": float(np.max(np.abs(g))) if g.size else 0.0,
-            "zero_fraction": float(np.count_nonzero(g == 0) / g.size) if g.size else 1.0,
-            "nonfinite": nonfinite}
+        return float(np.dot(flat, flat))
 
 
 def all_zero(g) -> bool:
@@ -50,19 +69,29 @@ def dies_at(graph, grads: list, param, open_: set) -> list:
     return places
 
 
-def norm_of_difference(grads_a: list, grads_b: list, params: dict) -> float:
-    """L2 norm, over all parameters together, of the difference of two gradient sweeps."""
+def params_norm(grads: list, params: dict) -> float:
+    """L2 norm, over all parameters together, of one gradient sweep."""
     total = 0.0
     for t in params.values():
-        a = grads_a[t.index] if t.index < len(grads_a) else None
-        b = grads_b[t.index] if t.index < len(grads_b) else None
-        if a is None and b is None:
-            continue
-        diff = (0 if a is None else a) - (0 if b is None else b)
-        total += float(np.sum(np.square(diff, dtype=np.float64)))
-    return float(np.sqrt(total))
+        g = grad_at(grads, t)
+        if g is not None:
+            total += squared_norm(g)
+    return total ** 0.5
 
 
-def grad_norm(grads: list, t) -> float:
-    g = grads[t.index] if t.index < len(grads) else None
-    return 0.0 if g is None else float(np.sqrt(np.sum(np.square(g, dtype=np.float64))))
+def grad_at(grads: list, t):
+    """The gradient of tensor ``t`` in a sweep (None where none reached it)."""
+    return grads[t.index] if t.index < len(grads) else None
+
+
+def ancestors(nodes) -> list:
+    """Indices of ``nodes`` and every node upstream of them that can carry gradient, last first:
+    the order of a backward sweep that starts from gradients seeded at ``nodes``."""
+    seen = {n.index for n in nodes}
+    stack = list(nodes)
+    while stack:
+        for parent in stack.pop().parents:
+            if parent.requires_grad and parent.index not in seen:
+                seen.add(parent.index)
+                stack.append(parent)
+    return sorted(seen, reverse=True)

@@ -7,7 +7,6 @@ JSON goes to stdout alone; messages, warnings and progress go to stderr.
 from __future__ import annotations
 
 import sys
-import traceback
 from enum import IntEnum
 
 import click
@@ -58,6 +57,7 @@ def fail_on_model_error(func):
             return func(*args, **kwargs)
         except ModelError as e:
             if debug:
+                import traceback
                 traceback.print_exc()
             click.echo(str(e), err=True)
             sys.exit(Exit.INVALID)

@@ -5,7 +5,6 @@ load and analyse them (in parallel for ``-j``), pick the renderer, decide the ex
 from __future__ import annotations
 
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +126,7 @@ def check_one(path, overrides, options) -> Result:
 def check_files(files, overrides, jobs=1, **options) -> list:
     from gradflow.cli.render.console import progress
     if jobs > 1 and len(files) > 1:
+        from concurrent.futures import ProcessPoolExecutor   # only here: it loads multiprocessing
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(check_one, f, overrides, options) for f in files]
             return [future.result() for future in progress(futures, "checking")]

@@ -19,6 +19,8 @@ through this input" (a cut); it is never replaced by an array of zeros.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
 from gradflow.engine.ops import OPS, Op, dtype_kind, resolve_op
@@ -67,6 +69,7 @@ class Tensor:
 
 
 new_object = object.__new__
+NO_ATTRS = MappingProxyType({})
 
 
 def values_of(parents) -> tuple:
@@ -143,6 +146,8 @@ class Tape:
                 requires_grad = True
         if attrs or op.attrs:
             attrs = op.bind_attrs(attrs)
+        else:
+            attrs = NO_ATTRS   # one shared empty mapping, not an empty dict kept by every node
         if op.int_inputs:
             op.check_dtypes([p.dtype for p in parents])
         if self.eager:
@@ -189,18 +194,27 @@ class Tape:
                 node.value = value if value.dtype == node.dtype else value.astype(node.dtype)
 
     def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset(),
-                 keep: bool = False) -> list:
+                 keep: bool | set[int] = False, seeds: dict | None = None, order=None) -> list:
         """Reverse sweep from ``loss``: gradient of loss w.r.t. every leaf, or None.
 
         ``through`` names nodes whose cut inputs pass the gradient unchanged, as
         if the stop-gradient there were the identity (used for counterfactuals).
         An op node's gradient is dropped once passed on, as hand-written code
-        would, unless ``keep`` asks for every node's (to find where one dies).
+        would, unless ``keep`` asks for every node's (True, to find where one
+        dies) or names the nodes whose gradient to hold (a set of indices).
+        ``seeds`` ({node: gradient}) starts the sweep from those gradients instead
+        of ones at ``loss``; ``order`` (indices, descending) then limits it to the
+        nodes that can matter, such as the ancestors of the seeds.
         """
         nodes = self.nodes
-        grads = [None] * (loss.index + 1)
-        grads[loss.index] = np.ones(loss.shape, dtype=loss.dtype)
-        for i in range(loss.index, -1, -1):
+        if seeds is None:
+            seeds = {loss: np.ones(loss.shape, dtype=loss.dtype)}
+        start = max(node.index for node in seeds)
+        grads = [None] * (start + 1)
+        for node, seed in seeds.items():
+            grads[node.index] = seed
+        drop, held = keep is not True, keep or ()
+        for i in range(start, -1, -1) if order is None else order:
             g = grads[i]
             if g is None:
                 continue
@@ -209,12 +223,9 @@ class Tape:
             if op is None:
                 continue
             parents, attrs, values = node.parents, node.attrs, None
-            vjps = op.vjps_for(len(parents)) if op.variadic else op.vjps
-            for k in range(len(parents)):
-                parent = parents[k]
+            for parent, vjp in zip(parents, op.vjps_for(len(parents)) if op.variadic else op.vjps):
                 if not parent.requires_grad:
                     continue
-                vjp = vjps[k]
                 if vjp is not None:
                     if values is None:
                         values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
@@ -227,7 +238,7 @@ class Tape:
                     continue
                 j = parent.index
                 grads[j] = contrib if grads[j] is None else grads[j] + contrib
-            if not keep:
+            if drop and i not in held:
                 grads[i] = None
         return grads
 

@@ -9,7 +9,6 @@ initial values (or loaded weights) and runs the forward pass. Between the two,
 from __future__ import annotations
 
 import ast
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +16,7 @@ import numpy as np
 from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
-from gradflow.model.init import default_init, generator, init_problem, initial_value
+from gradflow.model.init import default_init, init_problem, initial_value, sha256
 from gradflow.model.modules import ModuleCalls, check_expansion
 from gradflow.model.spec import ModelSpec, Place, TensorSpec
 
@@ -85,8 +84,7 @@ class Model:
             if kind == "value":
                 tensor.value = np.asarray(args, dtype=tensor.dtype).reshape(tensor.shape)
             else:
-                rng = generator(self.seed, name)
-                tensor.value = initial_value(kind, args, tensor.shape, tensor.dtype, rng)
+                tensor.value = initial_value(kind, args, tensor.shape, tensor.dtype, self.seed, name)
         try:
             self.tape.run()
         except (ArithmeticError, TypeError, ValueError, IndexError) as e:
@@ -240,7 +238,7 @@ class Builder(ModuleCalls):
     def seed_for(self, entry: str, node: ast.AST) -> int:
         """A dropout mask's seed: the model seed, the entry and the call's place."""
         text = f"{self.model.seed}/{entry}/{node.lineno}/{node.col_offset}/{len(self.tape.nodes)}"
-        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+        return int.from_bytes(sha256(text.encode()).digest()[:4], "little")
 
 
 

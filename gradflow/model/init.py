@@ -7,16 +7,24 @@ initial values of another.
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
 
 INT64 = 2 ** 63
+RANDOM = frozenset({"normal", "uniform", "glorot", "he", "randint"})
+
+try:    # the built-in module: OpenSSL's, behind hashlib, takes milliseconds to load
+    from _sha256 import sha256
+except ImportError:   # Python 3.12+ names it _sha2
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
 
 
 def generator(seed: int, name: str) -> np.random.Generator:
-    digest = hashlib.sha256(name.encode()).digest()
+    digest = sha256(name.encode()).digest()
     return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
 
 
@@ -28,8 +36,15 @@ def fans(shape: tuple) -> tuple[int, int]:
     return shape[1] * receptive, shape[0] * receptive
 
 
-def initial_value(kind: str, args: tuple, shape: tuple, dtype, rng: np.random.Generator):
-    """One tensor's values; ``args`` are numbers (dim names already resolved)."""
+def initial_value(kind: str, args: tuple, shape: tuple, dtype, seed: int, name: str):
+    """One tensor's values; ``args`` are numbers (dim names already resolved).
+
+    Only random kinds create a generator (constants never load numpy.random).
+    """
+    if kind not in RANDOM:
+        fill = {"zeros": 0, "ones": 1}.get(kind, args[0] if args else 0)
+        return np.full(shape, fill, dtype=dtype)
+    rng = generator(seed, name)
     if kind == "normal":
         mean, std = args or (0.0, 1.0)
         return rng.normal(mean, std, size=shape).astype(dtype)
@@ -41,10 +56,7 @@ def initial_value(kind: str, args: tuple, shape: tuple, dtype, rng: np.random.Ge
         return rng.uniform(-bound, bound, size=shape).astype(dtype)
     if kind == "he":
         return rng.normal(0.0, np.sqrt(2.0 / fans(shape)[0]), size=shape).astype(dtype)
-    if kind == "randint":
-        return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype)
-    fill = {"zeros": 0, "ones": 1}.get(kind, args[0] if args else 0)
-    return np.full(shape, fill, dtype=dtype)
+    return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype)
 
 
 def init_problem(kind: str, args: tuple) -> str | None:

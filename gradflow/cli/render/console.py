@@ -19,12 +19,12 @@ def console(no_color: bool = False, stderr: bool = False) -> Console:
 def progress(items, label: str):
     """Iterate ``items`` (futures are waited for), with a bar on stderr when it is a terminal
     and there is enough work to be worth one."""
-    from concurrent.futures import Future
     items = list(items)
     err = console(stderr=True)
     if not err.is_terminal or len(items) < 5:
         yield from items
         return
+    from concurrent.futures import Future   # here, not at the top: it loads logging and more
     from rich.progress import Progress
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(label, total=len(items))
