@@ -267,3 +267,11 @@ def test_import_missing_function_lists_the_files_functions(step_file):
     with pytest.raises(ModelError, match=r"has no function 'stpe' \(it defines step\)"):
         import_python(f"{path}:stpe")
 
+
+
+def test_import_syntax_error_in_the_file_is_located(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import torch\n\ndef step(:\n    pass\n")
+    with pytest.raises(ModelError, match="syntax error") as caught:
+        import_python(f"{path}:step")
+    assert (caught.value.line, caught.value.col) == (3, 10)

@@ -62,6 +62,9 @@ def run_file(path: Path):
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ModelError(f"syntax error: {e.msg}", display(os.path.abspath(e.filename or path)),
+                         e.lineno or 1, e.offset or 1) from None
     except Exception as e:
         raise located(e, f"importing {path} raised {type(e).__name__}: {e}",
                       Source(str(path.resolve()), 1, 1)) from None

@@ -124,6 +124,9 @@ class Translator(Leaves):
             result = handler(self.call_of(node))
         except Unsupported as e:
             raise self.fail(node, f"unsupported op {what} {e}") from None
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+            # arguments of a form the handler does not know: refuse rather than guess
+            raise self.fail(node, f"unsupported op {what} with these arguments ({e})") from None
         if isinstance(result, Alias):
             return result.name
         if isinstance(result, Parts):
@@ -166,7 +169,10 @@ class Translator(Leaves):
             return None
         args = torch.fx.node.map_arg(node.args, lambda a: self.values[a].value)
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: self.values[a].value)
-        result = node.target(*args, **kwargs)
+        try:
+            result = node.target(*args, **kwargs)
+        except RuntimeError:   # not computable eagerly here: translate it as an op instead
+            return None
         if isinstance(result, torch.Tensor):
             return Const(result, node.name)
         return None
