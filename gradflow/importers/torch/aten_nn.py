@@ -70,6 +70,8 @@ def attention(c):
     if mask is not None:
         if causal:
             raise Unsupported("with both attn_mask and is_causal")
+        if c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":   # gradflow holds booleans as 0/1 floats: make the mask additive
+            mask = f"where({mask}, 0.0, -1e300)"
         return f"masked_attention({q}, {k}, {v}, {mask}{tail})"
     return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
 

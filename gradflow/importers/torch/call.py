@@ -34,7 +34,7 @@ class Call:
     shape: tuple                     # output shape (first output for several)
     shapes: list                     # input shapes by position (None for non-tensors)
     overload: str
-    kinds: list = None               # input kinds by position: "float", "int", "bool" or None
+    kinds: dict = None               # argument position or keyword -> "float", "int", "bool" or None
     kind: str = "float"              # the output's kind
 
     def arg(self, i: int, name: str, default=None):

@@ -55,9 +55,9 @@ class Leaves:
 
     def bind_input(self, node, value: torch.Tensor) -> None:
         name = self.unique(node.name)
-        is_float = value.dtype.is_floating_point
-        self.out.inputs.append(Tensor(name, tuple(value.shape), "float" if is_float else "int"))
-        self.out.arrays[name] = as_array(value)
+        array = as_array(value)
+        self.out.inputs.append(Tensor(name, tuple(value.shape), "float" if array.dtype.kind == "f" else "int"))
+        self.out.arrays[name] = array
         self.values[node] = name
 
     def constant_input(self, const: Const) -> str:

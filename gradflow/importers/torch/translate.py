@@ -137,7 +137,7 @@ class Translator(Leaves):
         args = [self.argument(a, node) for a in node.args]
         kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
         shapes = [shape_of(a) for a in node.args]
-        kinds = [kind_of(a) for a in node.args]
+        kinds = {**dict(enumerate(map(kind_of, node.args))), **{k: kind_of(v) for k, v in node.kwargs.items()}}
         return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
 
     def argument(self, value, user):
