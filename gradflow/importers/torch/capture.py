@@ -69,18 +69,20 @@ class Recorder:
             node.meta[BLOCK] = len(self.blocks) - 1
 
 
-@contextmanager
-def watching(recorder: Recorder):
-    """Patch node creation and Function.apply for the duration of one export."""
+def stamping(recorder: Recorder):
+    """Graph.create_node that also stamps each new call with what the recorder knows."""
     create_node = torch.fx.Graph.create_node
-    apply = torch.autograd.Function.__dict__["apply"]
 
     def create(graph, op, target, args=None, kwargs=None, *rest, **more):
         node = create_node(graph, op, target, args, kwargs, *rest, **more)
         if op == "call_function":
             recorder.stamp(node, target, args)
         return node
+    return create
 
+
+def fencing(recorder: Recorder, apply):
+    """Function.apply that records each user Function call and fences it with marker ops."""
     def fenced_apply(cls, *args, **kwargs):
         if cls.__module__.split(".")[0] == "torch":   # torch's own Functions (custom ops use one)
             return apply.__func__(cls, *args, **kwargs)
@@ -97,21 +99,31 @@ def watching(recorder: Recorder):
             return function_output(out, call)
         recorder.calls[call].tensor_output = False
         return out
+    return classmethod(fenced_apply)
 
-    base_data = torch._C.TensorBase.data
+
+def refusing_data():
+    """Tensor.data that refuses the user's own `.data`: export would trace it into a
+    silently wrong constant. torch's internal uses pass through."""
+    base = torch._C.TensorBase.data
 
     def data(tensor):
-        # export would trace `.data` into a silently wrong constant: refuse it at the user's line
         caller = sys._getframe(1)
         if is_user_frame(caller):
             at = frame_source(caller)
             raise ModelError("'.data' cannot be imported (export turns it into a constant); "
                              "use '.detach()' to cut the gradient", display(at.path), at.line, at.col)
-        return base_data.__get__(tensor)
+        return base.__get__(tensor)
+    return property(data, base.__set__)
 
-    torch.fx.Graph.create_node = create
-    torch.autograd.Function.apply = classmethod(fenced_apply)
-    torch.Tensor.data = property(data, base_data.__set__)
+
+@contextmanager
+def watching(recorder: Recorder):
+    """Patch node creation, Function.apply and Tensor.data for the duration of one export."""
+    create_node, apply = torch.fx.Graph.create_node, torch.autograd.Function.__dict__["apply"]
+    torch.fx.Graph.create_node = stamping(recorder)
+    torch.autograd.Function.apply = fencing(recorder, apply)
+    torch.Tensor.data = refusing_data()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # export's advice about the user's code is not ours to print
@@ -119,7 +131,7 @@ def watching(recorder: Recorder):
     finally:
         torch.fx.Graph.create_node = create_node
         torch.autograd.Function.apply = apply
-        del torch.Tensor.data
+        del torch.Tensor.data   # back to TensorBase's own descriptor
 
 
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
