@@ -275,3 +275,41 @@ def test_import_syntax_error_in_the_file_is_located(tmp_path):
     with pytest.raises(ModelError, match="syntax error") as caught:
         import_python(f"{path}:step")
     assert (caught.value.line, caught.value.col) == (3, 10)
+
+
+def run_cli(*args):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_cli_import_writes_the_model_file_and_its_arrays(step_file, tmp_path):
+    import numpy as np
+    path, line_of = step_file(GAN)
+    out = tmp_path / "models" / "gan.yaml"
+    out.parent.mkdir()
+    result = run_cli("import", "torch", f"{path}:step", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert text.startswith("gradflow: 1\n") and f"step.py:{line_of('detach')}:20" in text
+    with np.load(tmp_path / "models" / "gan.npz") as arrays:
+        assert sorted(arrays.files) == sorted(["G.0.weight", "G.0.bias", "G.2.weight", "G.2.bias", "D.weight",
+                                               "D.bias", "z", "labels"])
+        assert arrays["labels"].dtype == np.int64
+
+
+def test_cli_import_without_output_prints_the_model_file(step_file):
+    path, _ = step_file(GAN)
+    result = run_cli("import", "torch", f"{path}:step")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("gradflow: 1\nname: \"step\"\n")
+
+
+def test_cli_import_never_overwrites_the_python_file(step_file):
+    path, _ = step_file(GAN)
+    before = open(path).read()
+    result = run_cli("import", "torch", f"{path}:step", "-o", path)
+    assert result.exit_code == 2
+    assert "is the Python file being imported" in result.stderr
+    assert open(path).read() == before
