@@ -313,3 +313,10 @@ def test_cli_import_never_overwrites_the_python_file(step_file):
     assert result.exit_code == 2
     assert "is the Python file being imported" in result.stderr
     assert open(path).read() == before
+
+
+def test_cli_import_sends_what_the_users_code_prints_to_stderr(step_file):
+    path, _ = step_file(GAN.replace("def step():  # @def\n", "def step():  # @def\n    print('building the GAN')\n"))
+    result = run_cli("import", "torch", f"{path}:step")
+    assert result.stdout.startswith("gradflow: 1\n")
+    assert "building the GAN" in result.stderr

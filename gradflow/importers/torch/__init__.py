@@ -5,7 +5,8 @@ The only package in gradflow that imports torch; loaded on demand, never at star
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import sys
+from contextlib import contextmanager, redirect_stdout
 
 import torch
 
@@ -20,7 +21,14 @@ STATUSES = ("flows", "zero", "blocked", "unreachable")
 
 
 def capture_target(file: str, func: str) -> Imported:
-    """Run FUNC from FILE, export its module in float64 and translate the graph."""
+    """Run FUNC from FILE, export its module in float64 and translate the graph.
+
+    What the user's code prints goes to stderr: stdout may be carrying a JSON report."""
+    with redirect_stdout(sys.stderr):
+        return capture(file, func)
+
+
+def capture(file: str, func: str) -> Imported:
     step = load_step(file, func)
     check_globs(step)
     with float64():
