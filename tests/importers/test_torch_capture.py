@@ -320,3 +320,11 @@ def test_cli_import_sends_what_the_users_code_prints_to_stderr(step_file):
     result = run_cli("import", "torch", f"{path}:step")
     assert result.stdout.startswith("gradflow: 1\n")
     assert "building the GAN" in result.stderr
+
+
+def test_import_wrt_naming_a_loss_the_module_does_not_return_points_at_the_def_line(step_file):
+    path, line_of = step_file(GAN.replace('"wrt": {"d_loss"', '"wrt": {"dloss"'))
+    with pytest.raises(ModelError, match=r"wrt names 'dloss', which module\(\*inputs\) does not return "
+                                         r"\(it returns d_loss, ce\)") as caught:
+        import_python(f"{path}:step")
+    assert caught.value.line == line_of("def")

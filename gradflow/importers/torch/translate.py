@@ -70,6 +70,11 @@ class Translator(Leaves):
             if not isinstance(key, str) or not NAME.fullmatch(key) or "." in key or key in self.used:
                 raise self.step_error(f"loss name {key!r} is not an identifier that gradflow can use")
             self.used.add(key)
+        for what, given in (("wrt", self.step.wrt), ("expect", self.step.expect)):
+            unknown = [k for k in given if k not in spec.context]
+            if unknown:
+                raise self.step_error(f"{what} names {unknown[0]!r}, which module(*inputs) does not return "
+                                      f"(it returns {', '.join(map(str, spec.context))})")
         self.bind_leaves()
         outputs = self.graph(self.program.graph, {})
         for key, node in zip(spec.context, outputs):
