@@ -16,6 +16,7 @@ from gradflow.analysis.analyze import analyze as analyze_model
 from gradflow.analysis.rules import settings_for
 from gradflow.cli.main import Exit
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.importers import is_python_target
 
 MODEL_MARK = re.compile(r"^gradflow\s*:", re.MULTILINE)
 
@@ -109,8 +110,8 @@ def model_files(paths) -> list:
             for candidate in sorted(path.rglob("*")):
                 if candidate.suffix in (".yaml", ".yml") and candidate.is_file() and is_model(candidate):
                     files.append(str(candidate))
-        elif path.exists():
-            files.append(str(path))
+        elif path.exists() or is_python_target(raw):   # FILE.py:FUNC is imported, never scanned for
+            files.append(str(path) if path.exists() else raw)
         else:
             raise ModelError("no such file or directory", str(path), 1, 1)
     return files
@@ -172,3 +173,28 @@ def render_check(results, fmt: str, no_color: bool) -> None:
         if r.error is not None:   # an invalid model is always one located line on stderr
             click.echo(str(r.error), err=True)
     FORMATS[fmt].render_check(results, no_color)
+
+
+def import_torch(target: str, output: str | None, weights_out: str | None) -> None:
+    """`gradflow import torch`: the model file to OUTPUT (or stdout), the arrays to an .npz."""
+    import os
+
+    from gradflow.importers import import_python
+    if weights_out is None and output is not None:
+        weights_out = str(Path(output).with_suffix(".npz"))
+    source = target.rsplit(":", 1)[0]
+    for out in filter(None, (output, weights_out)):
+        if Path(out).exists() and os.path.samefile(out, source):
+            raise ModelError(f"{out} is the Python file being imported; choose another output", out, 1, 1)
+        if not Path(out).resolve().parent.is_dir():
+            raise ModelError("the output's directory does not exist", out, 1, 1)
+    imported = import_python(target)
+    base = str(Path(output).resolve().parent) if output else os.getcwd()
+    text = imported.to_yaml(base)
+    if weights_out:
+        np.savez(weights_out, **imported.arrays)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}" + (f" and {weights_out}" if weights_out else ""), err=True)
+    else:
+        click.echo(text, nl=False)
