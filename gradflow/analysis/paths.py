@@ -63,20 +63,46 @@ class Path:
         return tuple((step.entry, tuple(c.index for c in step.cuts)) for step in self.steps)
 
 
+NONE = frozenset()
+MAX_CUTS = 8   # cuts kept per edge: a picture needs the places, not thousands of copies of one
+
+
+def merge(a: frozenset, b: frozenset) -> frozenset:
+    """a | b, capped at MAX_CUTS with one cut per place (a repeated block's stop is one
+    place), so sets carried back through a long call stay small: linear, not quadratic."""
+    if not b or b <= a:
+        return a
+    if not a:
+        return b
+    both = a | b
+    if len(both) <= MAX_CUTS:
+        return both
+    kept, places = [], set()
+    for c in sorted(both, key=lambda c: c.index):
+        if (c.op, c.line, c.col) not in places and len(kept) < MAX_CUTS:
+            places.add((c.op, c.line, c.col))
+            kept.append(c)
+    return frozenset(kept)
+
+
+def places(cuts) -> list:
+    """'op line:col' of each cut, each place once, in order."""
+    return list(dict.fromkeys(f"{c.op} {c.line}:{c.col}" for c in cuts))
+
+
 def entry_graph(model, graph) -> tuple[list, list]:
     """(nodes, edges) of the whole model: parameters, inputs and calls in tape order,
     and the Edges that join them. An edge carries gradient when some tape edge between
     the two does and the consuming call passes it on to its output; the cuts on the
     others (inside the consuming call too) label it."""
-    names, edges = [], {}
+    names, edges, cuts = {}, {}, {}
     inside = within_calls(model, graph)
     for node in model.tape.nodes:
         dst = label(node)
         if dst is None:
             continue
-        if dst not in names:
-            names.append(dst)
-        passes, cuts_after = inside.get(node.index, (True, set()))
+        names.setdefault(dst, None)
+        passes, cuts_after = inside.get(node.index, (True, NONE))
         for parent, carries in graph.edges(node, every=True):
             src = label(parent)
             if src is None or src == dst:   # constants, or inside one call
@@ -86,9 +112,11 @@ def entry_graph(model, graph) -> tuple[list, list]:
                 edge.carries = edge.carries or carries   # data: nothing to cut
                 continue
             edge.carries = edge.carries or (carries and passes)
-            found = set(cuts_after) | (set() if carries else {graph.cut_at(node, parent)})
-            edge.cuts += sorted(found - set(edge.cuts), key=lambda c: c.index)
-    return names, list(edges.values())
+            found = cuts_after if carries else merge(cuts_after, frozenset([graph.cut_at(node, parent)]))
+            cuts[src, dst] = merge(cuts.get((src, dst), NONE), found)
+    for key, edge in edges.items():
+        edge.cuts = sorted(cuts.get(key, ()), key=lambda c: c.index)
+    return list(names), list(edges.values())
 
 
 def within_calls(model, graph) -> dict:
@@ -104,14 +132,14 @@ def within_calls(model, graph) -> dict:
             continue
         # An output of its call: a loss, or consumed by another call.
         is_output = i in losses or any(owner[c.index] != owner[i] for c in children[i])
-        passes, cuts = state.get(i, (False, set()))
+        passes, cuts = state.get(i, (False, NONE))
         state[i] = passes, cuts = passes or is_output, cuts
         for parent, carries in graph.edges(node, every=True):
             if owner[parent.index] != owner[i]:
                 continue
-            extra = set() if carries else {graph.cut_at(node, parent)}
-            old_passes, old_cuts = state.get(parent.index, (False, set()))
-            state[parent.index] = (old_passes or (passes and carries), old_cuts | cuts | extra)
+            extra = cuts if carries else merge(cuts, frozenset([graph.cut_at(node, parent)]))
+            old_passes, old_cuts = state.get(parent.index, (False, NONE))
+            state[parent.index] = (old_passes or (passes and carries), merge(old_cuts, extra))
     return state
 
 

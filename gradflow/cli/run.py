@@ -62,10 +62,10 @@ def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **l
     _, edges = build_entry_graph(model, graph)
     results = []
     for name, loss in model.losses.items():
-        found, total = [], 0
-        if model.params[param].index in graph.flow(loss).reached:
+        pair, found, total = report.pair(param, name), [], 0
+        if pair.status != "unreachable":
             found, total = paths(edges, param, label(loss), limit)
-        results.append((name, report.pair(param, name), found, total - len(found)))
+        results.append((name, pair, found, total - len(found)))
     return results
 
 

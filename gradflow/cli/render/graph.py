@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import click
 
+from gradflow.analysis.paths import places
+
 
 def label(edge) -> str:
-    return ", ".join(f"{c.op} {c.line}:{c.col}" for c in edge.cuts)
+    return ", ".join(places(edge.cuts))
 
 
 def quoted(name: str) -> str:

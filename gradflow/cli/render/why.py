@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gradflow.analysis.paths import places
 from gradflow.cli.render.console import console
 from gradflow.cli.render.table import STYLE
 
@@ -28,8 +29,8 @@ def render(param: str, results, no_color: bool) -> None:
                 if k:
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
-                for cut in step.cuts:
-                    line.append(f" [x {cut.op} {cut.line}:{cut.col}]", style="red")
+                for place in places(step.cuts):
+                    line.append(f" [x {place}]", style="red")
             out.print(line)
         if more:
             out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")
