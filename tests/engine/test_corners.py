@@ -57,6 +57,8 @@ CORNERS = {
     "min-all-inf": ("min", torch_min, [[[0.0, -1.0], [3.0, 1.0]]], {}, INF),
     "maximum-ties-inf": ("maximum", torch.maximum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
     "minimum-ties-inf": ("minimum", torch.minimum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
+    "maximum-nan": ("maximum", torch.maximum, [[NAN, 1.0, 2.0], [1.0, NAN, 2.0]], {}, [1.0, 1.0, 1.0]),
+    "minimum-nan": ("minimum", torch.minimum, [[NAN, 1.0, 2.0], [1.0, NAN, 2.0]], {}, [1.0, 1.0, 1.0]),
     "where-inf": ("where", lambda c, a, b: torch.where(c != 0, a, b),
                   [[1.0, 0.0, 1.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], {}, [INF, INF, INF]),
     "max_pool2d-ties-inf": ("max_pool2d", lambda x, kernel: F.max_pool2d(x, kernel),
