@@ -3,7 +3,8 @@
 An infinite upstream gradient times a 0/1 mask is NaN; PyTorch selects (gives 0) in
 relu, clamp, max over a dim, maximum/minimum, where and max_pool2d, and multiplies
 (gives NaN) in abs, leaky_relu/elu's negative side and pow's exponent rule. Each op
-here must do what PyTorch does at ties, kinks, clip edges, x == 0 and with infinities.
+here must do what PyTorch does at ties, kinks, clip edges, x == 0, with infinite
+upstream gradients and with NaN inputs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def clamp(x, lo, hi):
 CORNERS = {
     "relu-inf": ("relu", torch.relu, [[-1.0, 0.0, 2.0]], {}, [INF, INF, INF]),
     "relu-nan-upstream": ("relu", torch.relu, [[-1.0, 0.0, 2.0]], {}, [NAN, NAN, 1.0]),
+    "relu-nan-input": ("relu", torch.relu, [[NAN, -1.0, 2.0]], {}, [1.0, 1.0, 1.0]),
+    "leaky_relu-nan-input": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[NAN, -1.0, 2.0]],
+                             {"slope": 0.2}, [1.0, 1.0, 1.0]),
+    "elu-nan-input": ("elu", lambda x, alpha: F.elu(x, alpha), [[NAN, -1.0, 2.0]], {"alpha": 1.0},
+                      [1.0, 1.0, 1.0]),
+    "clip-nan-input": ("clip", clamp, [[NAN, -1.0, 0.5]], {"lo": 0.0, "hi": 1.0}, [1.0, 1.0, 1.0]),
+    "max-axis-nan-input": ("max", torch_max, [[[0.0, NAN, 1.0]]], {"axis": 1}, [1.0]),
+    "max_pool2d-nan-input": ("max_pool2d", lambda x, kernel: F.max_pool2d(x, kernel),
+                             [[[[[1.0, NAN], [0.0, 1.0]]]]], {"kernel": 2}, [[[[1.0]]]]),
     "leaky_relu-inf": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[-1.0, 0.0, 2.0]],
                        {"slope": 0.2}, [INF, INF, INF]),
     "leaky_relu-zero-slope": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[-1.0, 0.0, 2.0]],
