@@ -77,17 +77,18 @@ def merge(a: frozenset, b: frozenset) -> frozenset:
     both = a | b
     if len(both) <= MAX_CUTS:
         return both
-    kept, places = [], set()
+    kept, seen = [], set()
     for c in sorted(both, key=lambda c: c.index):
-        if (c.op, c.line, c.col) not in places and len(kept) < MAX_CUTS:
-            places.add((c.op, c.line, c.col))
+        if (c.op, c.file, c.line, c.col) not in seen and len(kept) < MAX_CUTS:
+            seen.add((c.op, c.file, c.line, c.col))
             kept.append(c)
     return frozenset(kept)
 
 
-def places(cuts) -> list:
-    """'op line:col' of each cut, each place once, in order."""
-    return list(dict.fromkeys(f"{c.op} {c.line}:{c.col}" for c in cuts))
+def places(cuts, model_path: str | None = None) -> list:
+    """'op line:col' of each cut ('op FILE:LINE:COL' outside the model file), each place
+    once, in order."""
+    return list(dict.fromkeys(f"{c.op} {c.where(model_path).removeprefix('line ')}" for c in cuts))
 
 
 def entry_graph(model, graph) -> tuple[list, list]:

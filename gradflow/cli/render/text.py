@@ -20,7 +20,7 @@ def render_check(results, no_color: bool) -> None:
         for f in r.report.findings:
             errors += f.severity == "error"
             warnings += f.severity == "warning"
-            line = Text(f"{f.path}:{f.line}:{f.col}: ")
+            line = Text(f"{f.file or f.path}:{f.line}:{f.col}: ")
             line.append(f.severity, style=STYLE[f.severity])
             line.append(f": {f.message} [{f.rule}]")
             out.print(line, soft_wrap=True)

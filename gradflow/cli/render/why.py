@@ -9,8 +9,9 @@ from gradflow.cli.render.console import console
 from gradflow.cli.render.table import STYLE
 
 
-def render(param: str, results, no_color: bool) -> None:
-    """``results``: [(loss, Pair, [Path], how many paths were left out)] for each loss asked about."""
+def render(param: str, results, no_color: bool, model_path: str | None = None) -> None:
+    """``results``: [(loss, Pair, [Path], how many paths were left out)] for each loss asked about;
+    ``model_path``: the model file, whose places are shown as line:col (others as FILE:LINE:COL)."""
     out = console(no_color)
     for loss, pair, found, more in results:
         head = Text(f"{param} -> {loss}: ")
@@ -19,7 +20,7 @@ def render(param: str, results, no_color: bool) -> None:
             head.append(f" (norm {pair.norm:.3g})")
         out.print(head)
         for place in pair.dies_at:
-            out.print(f"  the gradient dies at {place.op} in {place.node} (line {place.line}:{place.col})",
+            out.print(f"  the gradient dies at {place.op} in {place.node} ({place.where(model_path)})",
                       style="yellow")
         if not found:
             out.print("  no path: the loss does not depend on this parameter", style="dim")
@@ -29,7 +30,7 @@ def render(param: str, results, no_color: bool) -> None:
                 if k:
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
-                for place in places(step.cuts):
+                for place in places(step.cuts, model_path):
                     line.append(f" [x {place}]", style="red")
             out.print(line)
         if more:
