@@ -13,7 +13,7 @@ import numpy as np
 
 import gradflow
 from gradflow.analysis.analyze import analyze as analyze_model
-from gradflow.analysis.rules import settings_for
+from gradflow.analysis.settings import settings_for
 from gradflow.cli.main import Exit
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers import is_python_target
@@ -41,7 +41,7 @@ def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structu
         model.keep_losses(losses)
     overrides = dict(overrides or {})
     if max_memory is not None:
-        overrides["max_memory"] = max_memory
+        overrides["max-memory"] = max_memory
     settings = settings_for(model, overrides)
     report = analyze_model(model, structural=structural, counterfactual=counterfactual,
                            settings=settings, version=gradflow.__version__)
@@ -97,7 +97,7 @@ def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
     if strict:
         out["strict"] = True
     if max_memory is not None:
-        out["max_memory"] = max_memory
+        out["max-memory"] = max_memory
     return out
 
 

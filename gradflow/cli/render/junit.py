@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import click
 
-from gradflow.analysis.rules import RULES
+from gradflow.analysis.settings import RULES
 
 
 def render_check(results, no_color: bool) -> None:
