@@ -15,6 +15,7 @@ import numpy as np
 
 from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
 from gradflow.model.init import default_init, first_used_as_gain, init_problem, initial_value, sha256
 from gradflow.model.modules import ModuleCalls, check_expansion
@@ -120,7 +121,9 @@ class Builder(ModuleCalls):
         return ModelError(message, self.path, place.line, place.col)
 
     def resolve_dims(self, overrides: dict) -> dict:
-        dims = {name: value for name, (value, _) in self.spec.dims.items()}
+        """The file's dims after --dim overrides, expressions evaluated last."""
+        declared = dict(self.spec.dims)
+        dims = declared
         for name, value in overrides.items():
             if name not in dims:
                 known = f" (it has {', '.join(dims)})" if dims else " (it declares no dims)"
@@ -129,8 +132,8 @@ class Builder(ModuleCalls):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise self.fail(f"--dim {name}={value}: a dim must be a positive integer",
                                 self.spec.dims[name][1])
-            dims[name] = value
-        return dims
+            declared[name] = (value, declared[name][1])
+        return resolve_dims(declared, {}, self.path, "dims")
 
     # -- the whole model ---------------------------------------------------------
     def build(self) -> Model:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Scope, later_names
 from gradflow.model.expr import dotted_name
 
@@ -64,7 +65,7 @@ def check_expansion(spec, dims: dict, limit: int) -> None:
     sizes: dict[str, int] = {}
     for name in check_module_cycles(spec):
         module = spec.modules[name]
-        scope = {**dims, **{k: v for k, (v, _) in module.dims.items()}}
+        scope = resolve_dims(module.dims, dims, spec.path, f"dims of module {name!r}")
         sizes[name] = graph_size(spec, module.graph, scope, sizes, limit)
     graph_size(spec, spec.graph, dims, sizes, limit)
 
@@ -128,8 +129,8 @@ class ModuleCalls:
         return self.expand(module, path, overrides, args, node)
 
     def expand(self, module, path: str, overrides: dict, args: list, node):
-        dims = {**self.model.dims, **{k: v for k, (v, _) in module.dims.items()},
-                **{k: v for k, (v, _) in overrides.items()}}
+        dims = resolve_dims({**module.dims, **overrides}, self.model.dims, self.path,
+                            f"dims of {'instance ' + repr(path) if overrides else 'module ' + repr(module.name)}")
         params = self.instantiate(module, path, dims, node)
         tensors = {**dict(zip(module.inputs, args)), **params}
         scope = Scope(path + ".", tensors, dims, later_names(module.graph), f"module {module.name!r}")
