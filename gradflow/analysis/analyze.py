@@ -16,6 +16,7 @@ from gradflow.analysis.numeric import (
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import Settings, evaluate, settings_for
 from gradflow.errors import ModelError
+from gradflow.model.files import human_bytes
 
 GIB = 1024 ** 3
 
@@ -96,13 +97,6 @@ def ensure_values(model, max_memory: float) -> None:
                          "--dim NAME=VALUE (or raise --max-memory)", model.path,
                          info.line if info else 1, info.col if info else 1)
     model.materialize()
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.3g} {unit}"
-        n /= 1024
 
 
 def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
