@@ -54,7 +54,10 @@ def load_weights(model, path: str) -> None:
 
 def members(f, path: str) -> list:
     """The archive's members, each a ``NAME.npy`` of plausible size; nothing is decompressed."""
-    count, directory = central_directory(f, path)
+    try:
+        count, directory = central_directory(f, path)
+    except OSError as e:   # a file that stat() calls regular but that cannot be sought or read
+        raise WeightsError(path, f"cannot read weights: {e.strerror or e}") from None
     if count > MAX_MEMBERS or directory > MAX_DIRECTORY:
         raise WeightsError(path, f"cannot read weights: the archive lists {count:,} members in "
                                  f"{human_bytes(directory)} (at most {MAX_MEMBERS:,})")

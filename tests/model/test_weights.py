@@ -12,6 +12,7 @@ import pytest
 
 import gradflow
 from gradflow.errors import ModelError
+from tests.bombs import write_zip_bomb
 from tests.conftest import MODELS
 
 TAPE = str(MODELS / "stop_gradient_tape.yaml")
@@ -102,15 +103,22 @@ def test_weights_unknown_key_is_never_read(tmp_path):
 
 
 def test_weights_zip_bomb_shape_is_checked_before_decompressing(tmp_path):
-    body = header_only((1 << 27,)) + bytes(1 << 30)
     path = tmp_path / "w.npz"
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        with z.open("x.npy", "w", force_zip64=True) as member:
-            for start in range(0, len(body), 1 << 24):
-                member.write(body[start:start + (1 << 24)])
-    assert path.stat().st_size < 4 << 20
+    write_zip_bomb(path, "x.npy", header_only((1 << 27,)), 1024)   # 1 GiB of zeros in 1 MiB
+    assert path.stat().st_size < 2 << 20
     e = refusal(str(path))
     assert e.path == TAPE and "has shape [134217728], but the model declares []" in e.message
+
+
+def test_weights_zip_bomb_of_the_right_shape_is_not_read_before_the_memory_estimate(tmp_path, write_model):
+    from gradflow.analysis.analyze import analyze
+    model = write_model("gradflow: 1\nparams:\n  w: {shape: [134217728]}\ngraph:\n  z: sum(w)\nlosses: [z]\n")
+    path = tmp_path / "w.npz"
+    write_zip_bomb(path, "w.npy", header_only((1 << 27,)), 1024)
+    m = gradflow.load(model, weights=str(path))
+    with pytest.raises(ModelError, match="a numeric run needs about 3 GiB"):
+        analyze(m)
+    assert m.params["w"].value is None   # nothing was read
 
 
 def test_weights_declared_size_must_match_the_header(tmp_path):
