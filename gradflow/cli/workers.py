@@ -2,13 +2,18 @@
 
 Workers ignore Ctrl-C, so one interrupt reaches only the main process, which stops
 them at once (they are terminated, not waited for) and exits 130. A worker that dies
-(killed for memory, say) costs only the files it had: each is reported through
-``lost(item, error)`` and the rest of the run goes on.
+(killed for memory, say) breaks the whole pool; the files left unfinished are then
+checked again one at a time, each in a process of its own, so only the file that
+kills its process is lost (reported through ``lost(item, error)``).
 """
 
 from __future__ import annotations
 
 import signal
+
+
+class WorkerDied(Exception):
+    """The process checking a file ended without a result (killed for memory, say)."""
 
 
 def ignore_interrupts() -> None:
@@ -17,21 +22,47 @@ def ignore_interrupts() -> None:
 
 def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> list:
     """[func(item, *args) for item in items] on ``jobs`` processes."""
-    from concurrent.futures import ProcessPoolExecutor
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=ignore_interrupts)
+    from concurrent.futures.process import BrokenProcessPool
+    pool = pool_of(jobs)
     try:
         futures = [(item, pool.submit(func, item, *args)) for item in items]
-        results = []
+        results, broken = [], []
         for item, future in progress(futures, "checking"):
             try:
                 results.append(future.result())
-            except Exception as e:   # the worker died, or the result could not come back
+            except BrokenProcessPool:   # some worker died: every file it left unfinished is lost
+                broken.append(len(results))
+                results.append(None)
+            except Exception as e:   # the result could not come back
                 results.append(lost(item, e))
     except BaseException:
         stop(pool)
         raise
     pool.shutdown()
+    for k in broken:   # again, one by one, so only the file that kills a worker is lost
+        results[k] = alone(func, items[k], args, lost)
     return results
+
+
+def pool_of(jobs: int):
+    from concurrent.futures import ProcessPoolExecutor
+    return ProcessPoolExecutor(max_workers=jobs, initializer=ignore_interrupts)
+
+
+def alone(func, item, args: tuple, lost):
+    from concurrent.futures.process import BrokenProcessPool
+    pool = pool_of(1)
+    try:
+        return pool.submit(func, item, *args).result()
+    except BrokenProcessPool:
+        return lost(item, WorkerDied("the process checking this file died, perhaps killed for memory"))
+    except Exception as e:
+        return lost(item, e)
+    except BaseException:
+        stop(pool)
+        raise
+    finally:
+        pool.shutdown(wait=False)
 
 
 def stop(pool) -> None:

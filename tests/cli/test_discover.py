@@ -190,3 +190,22 @@ def test_check_internal_failure_in_one_file_is_reported_for_that_file(tmp_path, 
                              "(rerun with --debug)\n")
     suites = ET.fromstring(result.stdout)
     assert [s.get("name") for s in suites] == [str(tmp_path / n) for n in ("a.yaml", "b.yaml", "c.yaml")]
+
+
+def test_check_worker_that_dies_costs_only_its_own_file(tmp_path, monkeypatch):
+    for name in ("a.yaml", "b.yaml", "c.yaml", "d.yaml"):
+        (tmp_path / name).write_text(MINIMAL)
+    real = __import__("gradflow.cli.run", fromlist=["x"]).analyze_file
+
+    def analyze_file(path, **kwargs):
+        if path.endswith("b.yaml"):
+            os._exit(9)   # as a worker killed for memory ends
+        return real(path, **kwargs)
+    monkeypatch.setattr("gradflow.cli.run.analyze_file", analyze_file)
+    result = run("check", tmp_path, "--format", "json", "-j", "2")
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"{tmp_path / 'b.yaml'}:1:1: error: internal error: WorkerDied: the process checking this "
+                           "file died")
+    doc = json.loads(result.stdout)
+    assert [f.get("error") is None for f in doc["files"]] == [True, False, True, True]
