@@ -1,5 +1,6 @@
-"""The architecture holds: imports flow cli -> analysis -> model -> engine, errors is a
-leaf, and only the CLI imports click and rich. Read from the source with ast."""
+"""The architecture holds: imports flow cli -> analysis, importers -> model -> engine,
+errors is a leaf, only the CLI imports click and rich, and only the torch importer
+imports torch. Read from the source with ast."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradflow"
-LAYERS = ["errors", "engine", "model", "analysis", "cli"]   # each may import only those before it
+LAYERS = ["errors", "engine", "model", "analysis", "importers", "cli"]   # each may import those before it
+SIBLINGS = {("importers", "analysis")}   # ...except these: the two middle layers never import each other
 THIRD_PARTY_ONLY_IN_CLI = {"click", "rich"}
+TORCH_PACKAGE = ("importers", "torch")   # the only package that imports torch
 
 
 def layer_of(module: str) -> str | None:
@@ -36,15 +39,18 @@ SOURCES = sorted(p for p in PACKAGE.rglob("*.py"))
 
 def violations(path: Path, package: Path = PACKAGE) -> list[str]:
     """Imports of one module that break the layering, as readable lines."""
-    own = layer_of("gradflow." + ".".join(path.relative_to(package).with_suffix("").parts))
+    parts = path.relative_to(package).with_suffix("").parts
+    own = layer_of("gradflow." + ".".join(parts))
     found = []
     for module in imports(path):
         if module.split(".")[0] in THIRD_PARTY_ONLY_IN_CLI and own != "cli":
             found.append(f"{path.name} imports {module}")
+        if module.split(".")[0] == "torch" and parts[:2] != TORCH_PACKAGE:
+            found.append(f"{path.name} imports {module}")
         target = layer_of(module)
         if target is None or own == "top" or (target == "top" and own == "cli"):
             continue
-        if target == "top" or LAYERS.index(target) > LAYERS.index(own):
+        if target == "top" or LAYERS.index(target) > LAYERS.index(own) or (own, target) in SIBLINGS:
             found.append(f"{path.name} ({own}) imports {module}")
     return found
 
@@ -60,6 +66,21 @@ def test_layout_check_catches_an_upward_import_and_rich_outside_the_cli(tmp_path
     bad.write_text("import rich\nfrom gradflow.model.load import load_spec\nimport numpy\n")
     assert violations(bad, tmp_path) == ["bad.py imports rich",
                                          "bad.py (engine) imports gradflow.model.load"]
+
+
+def test_layout_check_catches_torch_outside_the_importer_and_importers_using_analysis(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "importers" / "torch").mkdir(parents=True)
+    outside = tmp_path / "model" / "bad.py"
+    outside.write_text("import torch.nn\n")
+    sibling = tmp_path / "importers" / "bad.py"
+    sibling.write_text("from gradflow.analysis.flow import Graph\nimport torch\n")
+    inside = tmp_path / "importers" / "torch" / "ok.py"
+    inside.write_text("import torch\nfrom gradflow.model.spec import Place\n")
+    assert violations(outside, tmp_path) == ["bad.py imports torch.nn"]
+    assert violations(sibling, tmp_path) == ["bad.py (importers) imports gradflow.analysis.flow",
+                                             "bad.py imports torch"]
+    assert violations(inside, tmp_path) == []
 
 
 def test_layout_every_module_has_a_docstring():

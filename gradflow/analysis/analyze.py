@@ -15,6 +15,7 @@ from gradflow.analysis.numeric import (
 )
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import Settings, evaluate, settings_for
+from gradflow.engine import quiet
 from gradflow.errors import ModelError
 from gradflow.model.files import human_bytes
 
@@ -24,8 +25,8 @@ GIB = 1024 ** 3
 def analyze(model, structural: bool = False, counterfactual: bool = True,
             settings: Settings | None = None, version: str = "") -> Report:
     """Analyse every (parameter, loss) pair of ``model``."""
-    # NaN and overflow are findings (GF105), not console noise.
-    with np.errstate(all="ignore"):
+    # NaN and overflow are findings (GF105), not console noise: the statistics too.
+    with quiet():
         return analyze_quietly(model, structural, counterfactual, settings, version)
 
 

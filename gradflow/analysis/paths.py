@@ -1,23 +1,51 @@
-"""Paths for people: every way a parameter reaches a loss, told by graph entry.
+"""Paths for people: the model as graph entries, and every way a parameter reaches a loss.
 
-Tape paths are long (every op is a node) and, with residual connections,
-exponentially many. ``paths`` walks them with a budget, folds each into the
-sequence of graph entries it passes (marking the cuts on it) and keeps the
-distinct ones. ``entry_graph`` gives the same entry-level view of the whole
-model for ``gradflow graph``.
+The tape is folded into one node per *call*: each top-level graph entry is a node,
+and the nodes a module call makes belong to the entry that made the call, so two
+calls of a shared module (a discriminator on real and on fake data) are two nodes,
+never one that merges their inputs. Parameters and inputs are nodes too.
+``entry_graph`` gives that picture, each edge marked as carrying gradient, cut (and
+by what) or both; ``paths`` counts the paths from a parameter to a loss on it by
+dynamic programming and lists at most ``limit`` of them, so a model of many
+diamonds costs time linear in its size, not in its (exponential) number of paths.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MAX_WALK = 20_000     # tape paths looked at before giving up on finding more
+
+def label(node) -> str | None:
+    """The picture node a tape node belongs to: the call that made it, or its own name."""
+    meta = node.meta
+    if meta is None:
+        return None
+    return getattr(meta, "call", None) or meta.entry
+
+
+@dataclass
+class Edge:
+    src: str
+    dst: str
+    carries: bool = False                       # some tape edge between them carries gradient
+    cuts: list = field(default_factory=list)    # [Cut] on the others
+
+    @property
+    def kind(self) -> str:
+        """flows | partial (some routes flow, some are cut) | cut | none (data with no gradient)."""
+        if self.carries:
+            return "partial" if self.cuts else "flows"
+        return "cut" if self.cuts else "none"
+
+    def routes(self) -> list:
+        """The cut lists a path taking this edge can meet: () where gradient flows."""
+        return {"flows": [()], "partial": [(), tuple(self.cuts)]}.get(self.kind, [tuple(self.cuts)])
 
 
 @dataclass
 class Step:
     entry: str
-    cuts: list = field(default_factory=list)   # [Cut] met inside or on entering this entry
+    cuts: list = field(default_factory=list)   # [Cut] met on entering this node
 
 
 @dataclass
@@ -29,106 +57,116 @@ class Path:
         return any(step.cuts for step in self.steps)
 
 
-def paths(graph, param, loss, limit: int = 20) -> tuple[list, bool]:
-    """Distinct entry-level paths from ``param`` to ``loss``; True when more may exist."""
-    flow = graph.flow(loss)
-    if param.index not in flow.reached:
-        return [], False
-    found: dict[tuple, Path] = {}
-    walked, complete = 0, True
-    stack = [(param, [param], [])]
-    while stack:
-        node, trail, cuts = stack.pop()
-        if node.index == loss.index:
-            walked += 1
-            path = fold(trail, cuts, graph)
-            found.setdefault(signature(path), path)
-            if len(found) >= limit or walked >= MAX_WALK:
-                complete = not stack
-                break
-            continue
-        for child in reversed(graph.children[node.index]):
-            if child.index not in flow.reached:
-                continue
-            carries = dict((p.index, c) for p, c in graph.edges(child))
-            cut = [] if carries.get(node.index, False) else [(len(trail), graph.cut_at(child, node))]
-            stack.append((child, trail + [child], cuts + cut))
-    return list(found.values()), not complete
-
-
-def fold(trail, cuts, graph) -> Path:
-    """Collapse consecutive tape nodes of one graph entry into a Step."""
-    at = dict(cuts)
-    steps: list[Step] = []
-    seen = set()
-    for position, node in enumerate(trail):
-        entry = node.meta.entry if node.meta else f"#{node.index}"
-        if not steps or steps[-1].entry != entry:
-            steps.append(Step(entry))
-        if position in at and at[position] not in seen:   # argmin cuts its output and the index it feeds
-            seen.add(at[position])
-            steps[-1].cuts.append(at[position])
-    return Path(steps)
-
-
-def signature(path: Path) -> tuple:
-    return tuple((s.entry, tuple(c.index for c in s.cuts)) for s in path.steps)
-
-
-@dataclass
-class Edge:
-    src: str
-    dst: str
-    carries: bool = False                       # some tape edge between them carries gradient
-    cuts: list = field(default_factory=list)    # [Cut] on the others
-
-
 def entry_graph(model, graph) -> tuple[list, list]:
-    """(entries, edges) of the whole model: parameters, inputs and graph entries in
-    tape order, and the Edges that join them. An edge carries gradient when some tape
-    edge between the two entries does and the consuming entry passes it on to its
-    output; the cuts on the others (inside the consuming entry too) label it."""
-    entries, edges = [], {}
-    inside = within_entries(model, graph)
+    """(nodes, edges) of the whole model: parameters, inputs and calls in tape order,
+    and the Edges that join them. An edge carries gradient when some tape edge between
+    the two does and the consuming call passes it on to its output; the cuts on the
+    others (inside the consuming call too) label it."""
+    names, edges = [], {}
+    inside = within_calls(model, graph)
     for node in model.tape.nodes:
-        if node.meta is None:
+        dst = label(node)
+        if dst is None:
             continue
-        dst = node.meta.entry
-        if dst not in entries:
-            entries.append(dst)
+        if dst not in names:
+            names.append(dst)
         passes, cuts_after = inside.get(node.index, (True, set()))
         for parent, carries in graph.edges(node, every=True):
-            if parent.meta is None or parent.meta.entry == dst:   # constants, or inside one entry
+            src = label(parent)
+            if src is None or src == dst:   # constants, or inside one call
                 continue
-            edge = edges.setdefault((parent.meta.entry, dst), Edge(parent.meta.entry, dst))
+            edge = edges.setdefault((src, dst), Edge(src, dst))
             if not graph.upstream[parent.index]:
                 edge.carries = edge.carries or carries   # data: nothing to cut
                 continue
             edge.carries = edge.carries or (carries and passes)
             found = set(cuts_after) | (set() if carries else {graph.cut_at(node, parent)})
             edge.cuts += sorted(found - set(edge.cuts), key=lambda c: c.index)
-    return entries, list(edges.values())
+    return names, list(edges.values())
 
 
-def within_entries(model, graph) -> dict:
-    """For each tape node: does its entry pass gradient from the node to the entry's
-    output, and which cuts lie between them (walked back from each entry's outputs)."""
+def within_calls(model, graph) -> dict:
+    """For each tape node: does its call pass gradient from the node to the call's output,
+    and which cuts lie between them (walked back from each call's outputs)."""
     nodes, children = model.tape.nodes, graph.children
-    entry = [n.meta.entry if n.meta else None for n in nodes]
+    owner = [label(n) for n in nodes]
     losses = {t.index for t in model.losses.values()}
     state = {}
     for node in reversed(nodes):
         i = node.index
-        if entry[i] is None:
+        if owner[i] is None:
             continue
-        # An output of its entry: a loss, or consumed by another entry.
-        is_output = i in losses or any(entry[c.index] != entry[i] for c in children[i])
+        # An output of its call: a loss, or consumed by another call.
+        is_output = i in losses or any(owner[c.index] != owner[i] for c in children[i])
         passes, cuts = state.get(i, (False, set()))
         state[i] = passes, cuts = passes or is_output, cuts
         for parent, carries in graph.edges(node, every=True):
-            if entry[parent.index] != entry[i]:
+            if owner[parent.index] != owner[i]:
                 continue
             extra = set() if carries else {graph.cut_at(node, parent)}
             old_passes, old_cuts = state.get(parent.index, (False, set()))
             state[parent.index] = (old_passes or (passes and carries), old_cuts | cuts | extra)
     return state
+
+
+def reaching(edges, roots) -> set:
+    """The nodes with a path to one of ``roots`` (the roots included)."""
+    into: dict[str, list] = {}
+    for e in edges:
+        into.setdefault(e.dst, []).append(e.src)
+    found, stack = set(roots), list(roots)
+    while stack:
+        for src in into.get(stack.pop(), ()):
+            if src not in found:
+                found.add(src)
+                stack.append(src)
+    return found
+
+
+def count_paths(out: dict, source: str, target: str) -> dict:
+    """node -> how many paths (a partly cut edge counts twice: flowing, and cut) lead from it
+    to ``target``, for every node reachable from ``source``: one post-order walk."""
+    ways, stack = {target: 1}, [(source, False)]
+    while stack:
+        name, expanded = stack.pop()
+        if name in ways:
+            continue
+        if expanded:
+            ways[name] = sum(len(e.routes()) * ways[e.dst] for e in out.get(name, ()))
+            continue
+        stack.append((name, True))
+        stack.extend((e.dst, False) for e in out.get(name, ()) if e.dst not in ways)
+    return ways
+
+
+def paths(edges, source: str, target: str, limit: int = 20) -> tuple[list, int]:
+    """(at most ``limit`` Paths from ``source`` to ``target``, how many there are in all)."""
+    out: dict[str, list] = {}
+    for e in edges:
+        out.setdefault(e.src, []).append(e)
+    ways = count_paths(out, source, target)
+    found, stack = [], [(source, None)] if ways.get(source) else []
+    while stack and len(found) < limit:
+        name, trail = stack.pop()
+        if name == target:
+            found.append(unwind(source, trail))
+            continue
+        for e in reversed(out.get(name, ())):
+            if ways.get(e.dst):
+                stack.extend((e.dst, (e.dst, cuts, trail)) for cuts in reversed(e.routes()))
+    return found, ways.get(source, 0)
+
+
+def unwind(source: str, trail) -> Path:
+    """A Path from the linked trail (node, cuts, previous); a cut already met is not repeated
+    (an argmin cuts its output and the index it feeds)."""
+    steps = []
+    while trail is not None:
+        name, cuts, trail = trail
+        steps.append((name, cuts))
+    seen, path = set(), [Step(source)]
+    for name, cuts in reversed(steps):
+        fresh = [c for c in cuts if c not in seen]
+        seen.update(fresh)
+        path.append(Step(name, fresh))
+    return Path(path)

@@ -21,6 +21,7 @@ import stat
 import yaml
 
 from gradflow.errors import ModelError
+from gradflow.importers import is_python_target
 from gradflow.model.files import open_regular
 from gradflow.model.source import LOADER, MAX_CHARS
 
@@ -38,8 +39,9 @@ def model_files(paths) -> tuple[list, list]:
         path = str(raw)
         try:
             is_dir = stat.S_ISDIR(os.stat(path).st_mode)
-        except OSError as e:
-            items.append(ModelError(f"cannot read: {e.strerror or e}", path, 1, 1))
+        except OSError as e:   # FILE.py:FUNC names a function to import, not a file
+            items.append(path if is_python_target(path) else
+                         ModelError(f"cannot read: {e.strerror or e}", path, 1, 1))
             continue
         if is_dir:
             walk(path, items, warnings)

@@ -239,6 +239,24 @@ def gradcheck(ctx, model, eps, rtol, samples, dims, seed):
     sys.exit(Exit.OK if all(c.ok for c in checks) else Exit.FAILED)
 
 
+@cli.group("import")
+def import_():
+    """Write a model file from another framework's model (runs that model's code)."""
+
+
+@import_.command("torch")
+@click.argument("target", metavar="FILE.py:FUNC")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model file here (default: stdout).")
+@click.option("--weights-out", type=click.Path(dir_okay=False),
+              help="Write parameter values and example inputs here (default with -o: OUTPUT's .npz).")
+@click.pass_context
+@fail_on_model_error
+def import_torch(ctx, target, output, weights_out):
+    """Import the PyTorch training step that FUNC in FILE.py returns (imports FILE.py, runs FUNC)."""
+    from gradflow.cli import run
+    run.import_torch(target, output, weights_out)
+
+
 @cli.command()
 @fail_on_model_error
 def schema():

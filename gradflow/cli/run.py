@@ -17,6 +17,7 @@ from gradflow.cli.escape import shown
 from gradflow.cli.main import Exit
 from gradflow.errors import ModelError, did_you_mean
 
+
 @dataclass
 class Result:
     """One checked file: its report, or the error that made it invalid."""
@@ -45,31 +46,43 @@ def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structu
 
 
 def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **load):
-    """[(loss, Pair, [Path], more)] for each loss: the status and the paths from ``param``."""
+    """[(loss, Pair, [Path], left out)] for each loss: the status, the first ``limit`` paths
+    from ``param`` and how many more there are."""
     from gradflow.analysis.flow import Graph
-    from gradflow.analysis.paths import paths
+    from gradflow.analysis.paths import entry_graph as build_entry_graph
+    from gradflow.analysis.paths import label, paths
     report, model = analyze_file(path, losses=losses, structural=structural, max_memory=max_memory,
                                  counterfactual=False, **load)
     if param not in model.params:
         raise ModelError(f"no parameter {param!r}{did_you_mean(param, model.params)}", model.path, 1, 1)
     graph = Graph(model.tape, model.params)
+    _, edges = build_entry_graph(model, graph)
     results = []
     for name, loss in model.losses.items():
-        found, more = paths(graph, model.params[param], loss, limit)
-        results.append((name, report.pair(param, name), found, more))
+        found, total = [], 0
+        if model.params[param].index in graph.flow(loss).reached:
+            found, total = paths(edges, param, label(loss), limit)
+        results.append((name, report.pair(param, name), found, total - len(found)))
     return results
 
 
 def entry_graph(path, losses=(), dims=None):
-    """(entries, edges, kinds, roots) of a model, for `gradflow graph`."""
+    """(nodes, edges, kinds, roots) of a model, for `gradflow graph`: with ``losses``, only
+    what reaches them."""
     from gradflow.analysis.flow import Graph
     from gradflow.analysis.paths import entry_graph as build_entry_graph
+    from gradflow.analysis.paths import label, reaching
     model = gradflow.load(path, dims=dims or None)
     if losses:
         model.keep_losses(losses)
     entries, edges = build_entry_graph(model, Graph(model.tape, model.params))
+    roots = [label(t) for t in model.losses.values()]
+    if losses:
+        keep = reaching(edges, roots)
+        entries = [n for n in entries if n in keep]
+        edges = [e for e in edges if e.src in keep and e.dst in keep]
     kinds = {**{n: "input" for n in model.inputs}, **{n: "param" for n in model.params}}
-    return entries, edges, kinds, list(model.losses)
+    return entries, edges, kinds, roots
 
 
 def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
@@ -164,3 +177,28 @@ def render_check(results, fmt: str, no_color: bool) -> None:
         if r.error is not None:   # an invalid model is always one located line on stderr
             click.echo(shown(r.error), err=True)
     FORMATS[fmt].render_check(results, no_color)
+
+
+def import_torch(target: str, output: str | None, weights_out: str | None) -> None:
+    """`gradflow import torch`: the model file to OUTPUT (or stdout), the arrays to an .npz."""
+    import os
+
+    from gradflow.importers import import_python
+    if weights_out is None and output is not None:
+        weights_out = str(Path(output).with_suffix(".npz"))
+    source = target.rsplit(":", 1)[0]
+    for out in filter(None, (output, weights_out)):
+        if Path(out).exists() and os.path.samefile(out, source):
+            raise ModelError(f"{out} is the Python file being imported; choose another output", out, 1, 1)
+        if not Path(out).resolve().parent.is_dir():
+            raise ModelError("the output's directory does not exist", out, 1, 1)
+    imported = import_python(target)
+    base = str(Path(output).resolve().parent) if output else os.getcwd()
+    text = imported.to_yaml(base)
+    if weights_out:
+        np.savez(weights_out, **imported.arrays)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}" + (f" and {weights_out}" if weights_out else ""), err=True)
+    else:
+        click.echo(text, nl=False)

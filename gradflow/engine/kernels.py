@@ -33,9 +33,16 @@ def matmul_vjp_b(g, ans, a, b):
     return np.swapaxes(a, -1, -2) @ g
 
 
+def pow_vjp_base(g, ans, a, b):
+    # Selected, not multiplied, where b == 0: an infinite g must not make 0 * inf = NaN there.
+    return np.where(b == 0, 0, g * (b * a ** (b - 1)))
+
+
 def pow_vjp_exponent(g, ans, a, b):
-    # d(a**b)/db = a**b * log(a); 0 where a <= 0, as PyTorch does where the result is 0.
-    return g * ans * np.log(np.where(a > 0, a, 1))
+    # d(a**b)/db = a**b * log(a), as PyTorch: 0 only where a == 0 and b >= 0 (the result
+    # is then constant in b); a negative base gives NaN (so it is reported, not hidden),
+    # 0 ** negative gives inf * -inf = -inf.
+    return g * np.where((a == 0) & (b >= 0), 0, ans * np.log(a))
 
 
 # ================================================================ elementwise
@@ -53,6 +60,17 @@ def gelu(x):
 def gelu_vjp(g, ans, x):
     t = np.tanh(GELU_C * (x + 0.044715 * x ** 3))
     return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x))
+
+
+def clip_vjp(g, ans, x, lo, hi):
+    """g where lo <= x <= hi (edges included), else 0, as PyTorch's clamp: selected, so an
+    infinite g outside the range gives 0, not 0 * inf = NaN."""
+    inside = np.ones(np.shape(x), dtype=bool)
+    if lo is not None:
+        inside &= x >= lo
+    if hi is not None:
+        inside &= x <= hi
+    return np.where(inside, g, 0)
 
 
 def elu(x, alpha=1.0):
@@ -85,7 +103,8 @@ def first_extreme_mask(x, axis, pick):
 
 def reduce_extreme_vjp(pick):
     def vjp(g, ans, x, axis=None, keepdims=False):
-        return expand_reduced(g, x.ndim, axis, keepdims) * first_extreme_mask(x, axis, pick)
+        # Selected (as torch.max(x, dim)): the other entries get 0 even when g is infinite.
+        return np.where(first_extreme_mask(x, axis, pick), expand_reduced(g, x.ndim, axis, keepdims), 0)
     return vjp
 
 
@@ -206,7 +225,10 @@ def dropout(x, p, seed=0):
 
 
 def dropout_vjp(g, ans, x, p, seed=0):
-    return dropout(g, p, seed)  # the same mask and scale: the op is linear in x
+    # The same mask and scale (the op is linear in x), multiplied as PyTorch does: an
+    # infinite g on a dropped entry is NaN there too, so GF105 sees what training would.
+    scale = 0.0 if p >= 1 else 1 / (1 - p)
+    return g * dropout_keep(np.shape(g), p, seed) * scale
 
 
 def pad2d(x, padding):

@@ -19,7 +19,10 @@ kinds: ``differentiable``; ``stop`` (explicit stop-gradient, identity forward);
 
 Conventions follow PyTorch/numpy: ties in max/min/argmax go to the first index,
 ``maximum``/``minimum`` split the gradient in half on ties, ``gelu`` is the tanh
-approximation, ``var`` is the population variance, losses average.
+approximation, ``var`` is the population variance, losses average. A rule that
+masks selects (``np.where``) wherever PyTorch's does, so an infinite upstream
+gradient gives 0 where the mask is off, not 0 * inf = NaN; where PyTorch multiplies
+(abs at 0, pow's exponent rule) so do we.
 """
 
 from __future__ import annotations
@@ -31,11 +34,11 @@ from typing import Callable
 import numpy as np
 
 from gradflow.engine.kernels import (
-    avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, binary_cross_entropy, concat_vjp, conv2d, conv2d_vjp_w,
+    avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
     extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
     matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, norm_vjp, normalised, pool_windows,
-    pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp,
+    pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp,
     transpose_vjp, var_vjp,
 )
 from gradflow.engine.shapes import (
@@ -65,6 +68,7 @@ class Op:
     int_inputs: tuple[int, ...] = ()  # inputs that must be integer tensors
     seeded: bool = False             # takes a `seed` attribute that a model gives each call its own of
     derivative: bool = True          # False: the rule deliberately is not the forward's derivative
+    gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
 
     def __post_init__(self):
@@ -162,8 +166,7 @@ defop("mul", forward=np.multiply, vjps=(lambda g, ans, a, b: g * b, lambda g, an
 defop("div", forward=np.divide,
       vjps=(lambda g, ans, a, b: g / b, lambda g, ans, a, b: -g * ans / b),
       doc="a / b", out="float", **_BIN)
-defop("pow", forward=np.power,
-      vjps=(lambda g, ans, a, b: g * b * a ** np.where(b == 0, 1, b - 1), pow_vjp_exponent),
+defop("pow", forward=np.power, vjps=(pow_vjp_base, pow_vjp_exponent),
       doc="a ** b", **_BIN)
 defop("matmul", "arithmetic", ("a", "b"), np.matmul, (matmul_vjp_a, matmul_vjp_b), matmul_shape,
       "a @ b: matrix product, batched over leading axes (numpy rules)")
@@ -185,7 +188,7 @@ defop("tanh", forward=np.tanh, vjps=(lambda g, ans, x: g * (1 - ans * ans),),
       doc="hyperbolic tangent", **_EW)
 defop("sigmoid", forward=sigmoid, vjps=(lambda g, ans, x: g * ans * (1 - ans),),
       doc="1 / (1 + e ** -x), computed without overflow", **_EW)
-defop("relu", forward=lambda x: np.maximum(x, 0), vjps=(lambda g, ans, x: g * (x > 0),),
+defop("relu", forward=lambda x: np.maximum(x, 0), vjps=(lambda g, ans, x: np.where(x > 0, g, 0),),
       doc="max(x, 0); gradient 0 at x == 0", **_EW)
 defop("leaky_relu", forward=lambda x, slope=0.01: np.where(x > 0, x, x * slope),
       vjps=(lambda g, ans, x, slope=0.01: np.where(x > 0, g, g * slope),),
@@ -197,7 +200,7 @@ defop("gelu", forward=gelu, vjps=(gelu_vjp,),
 defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: g * sigmoid(x),),
       doc="log(1 + e ** x), computed without overflow", **_EW)
 defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
-      vjps=(lambda g, ans, x, lo, hi: g * (ans == x),),  # passes where unclipped, edges included
+      vjps=(clip_vjp,),
       doc="x limited to [lo, hi] (either may be None); gradient passes where lo <= x <= hi",
       attrs={"lo": REQUIRED, "hi": REQUIRED}, **{**_EW, "shape": scalar_attrs_shape("lo", "hi")})
 _EW2 = dict(group="elementwise", inputs=("a", "b"), shape=broadcast_shape)
@@ -283,7 +286,7 @@ defop("layer_norm", inputs=("x", "gamma", "beta"),
       vjps=(layer_norm_vjp_x, lambda g, ans, x, gamma, beta, eps=1e-5: g * normalised(x, eps)[0],
             lambda g, ans, x, gamma, beta, eps=1e-5: g),
       shape=layer_norm_shape, doc="normalise the last axis (eps=1e-5), then scale by gamma, shift by beta",
-      attrs={"eps": 1e-5}, **_NN)
+      attrs={"eps": 1e-5}, gains=(1,), **_NN)
 defop("cross_entropy", inputs=("logits", "labels"), forward=cross_entropy, vjps=(cross_entropy_vjp, None),
       shape=cross_entropy_shape, doc="mean over N of -log softmax(logits)[label]; logits [N, C], labels [N]",
       int_inputs=(1,), **_NN)

@@ -13,12 +13,16 @@ Two ways to build:
 
 Gradients: ``backward(loss)`` returns one entry per node: the gradient for each
 leaf (``None`` where none reaches it); op nodes' gradients are dropped as the
-sweep passes them unless ``keep=True``. A rule of ``None`` in the op table means "no gradient
+sweep passes them unless ``keep=True``. Each contribution has its parent's dtype
+(``w * n`` with an integer ``n`` would otherwise turn a float32 sweep float64). A rule of ``None`` in the op table means "no gradient
 through this input" (a cut); it is never replaced by an array of zeros.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
+from contextlib import contextmanager
 from types import MappingProxyType
 
 import numpy as np
@@ -70,6 +74,24 @@ class Tensor:
 
 new_object = object.__new__
 NO_ATTRS = MappingProxyType({})
+
+
+@contextmanager
+def quiet():
+    """numpy's floating-point complaints off: a NaN or an overflow is a finding (GF105) that
+    the analysis reports, and a mean over an empty slice is a NaN like any other, never
+    console noise. Entered once per sweep, not per node."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def quietly(sweep):
+    @functools.wraps(sweep)
+    def run_quietly(*args, **kwargs):
+        with quiet():
+            return sweep(*args, **kwargs)
+    return run_quietly
 
 
 def values_of(parents) -> tuple:
@@ -186,6 +208,7 @@ class Tape:
         return shape, op.out_dtype([p.dtype for p in parents], self.dtype)
 
     # -- sweeps --------------------------------------------------------------
+    @quietly
     def run(self) -> None:
         """Compute every value still missing, front to back (lazy tapes)."""
         for node in self.nodes:
@@ -193,6 +216,7 @@ class Tape:
                 value = node.op.forward(*(p.value for p in node.parents), **node.attrs)
                 node.value = value if value.dtype == node.dtype else value.astype(node.dtype)
 
+    @quietly
     def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset(),
                  keep: bool | set[int] = False, seeds: dict | None = None, order=None) -> list:
         """Reverse sweep from ``loss``: gradient of loss w.r.t. every leaf, or None.
@@ -230,6 +254,8 @@ class Tape:
                     if values is None:
                         values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
                     contrib = vjp(g, node.value, *values, **attrs) if attrs else vjp(g, node.value, *values)
+                    if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
+                        contrib = contrib.astype(parent.dtype)
                     if contrib.shape != parent.shape:
                         contrib = unbroadcast(contrib, parent.shape)
                 elif i in through:
@@ -243,4 +269,4 @@ class Tape:
         return grads
 
 
-__all__ = ["Tape", "Tensor", "unbroadcast", "OPS"]
+__all__ = ["Tape", "Tensor", "unbroadcast", "quiet", "OPS"]

@@ -16,7 +16,7 @@ import numpy as np
 from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
-from gradflow.model.init import default_init, init_problem, initial_value, sha256
+from gradflow.model.init import default_init, first_used_as_gain, init_problem, initial_value, sha256
 from gradflow.model.modules import ModuleCalls, check_expansion
 from gradflow.model.spec import ModelSpec, Place, TensorSpec
 
@@ -111,6 +111,8 @@ class Builder(ModuleCalls):
         self.tape = Tape(dtype, eager=False)
         self.model = Model(spec, self.resolve_dims(dims or {}), spec.seed if seed is None else seed, self.tape)
         self.instances: dict[str, dict] = {}    # instance path -> its params (local name -> Tensor)
+        self.zeros_by_default: dict[int, str] = {}   # tape index -> param name (a gain gets ones)
+        self.calling_entry: str | None = None        # the top-level graph entry being evaluated
 
     def fail(self, message, place) -> ModelError:
         return ModelError(message, self.path, place.line, place.col)
@@ -139,6 +141,8 @@ class Builder(ModuleCalls):
         tensors = {**model.inputs, **model.params}
         scope = Scope("", tensors, model.dims, later_names(spec.graph), "the graph")
         self.run_graph(spec.graph, scope)
+        for name in first_used_as_gain(self.tape.nodes, self.zeros_by_default):
+            model.inits[name] = ("ones", ())
         model.entries = {n: tensors[n] for e in spec.graph for n in e.targets}
         for name, loss in spec.losses.items():
             model.losses[name] = self.loss_tensor(name, loss.place, tensors)
@@ -161,9 +165,12 @@ class Builder(ModuleCalls):
         for entry in graph:
             scope.current = entry
             qualified = scope.prefix + entry.key
+            if not scope.prefix:   # module graphs run inside it: their nodes belong to this call
+                self.calling_entry = entry.key
             if entry.tree is None:
                 value = self.tape.constant(entry.number)
-                value.meta = NodeInfo(qualified, "constant", entry.origin.line, entry.origin.col)
+                value.meta = NodeInfo(qualified, "constant", entry.origin.line, entry.origin.col,
+                                      self.calling_entry)
             else:
                 value = Evaluator(self, scope, qualified).eval(entry.tree)
             self.bind_targets(entry, value, scope)
@@ -212,6 +219,8 @@ class Builder(ModuleCalls):
         tensor = self.tape.leaf(shape=shape, dtype=dtype, requires_grad=is_param,
                                 meta=NodeInfo(name, "param" if is_param else "input", t.place.line, t.place.col))
         self.model.places[name] = t.place
+        if init is None and self.model.inits[name] == ("zeros", ()) and is_param:
+            self.zeros_by_default[tensor.index] = name
         self.admit(tensor, t.shape_place or t.place, f"{'param' if is_param else 'input'} {name!r}")
         return tensor
 

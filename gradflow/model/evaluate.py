@@ -22,11 +22,14 @@ FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """What the analysis needs to name a tape node: its graph entry, op and place."""
+    """What the analysis needs to name a tape node: its graph entry, op and place, and the
+    top-level graph entry whose evaluation made it (``call``: two calls of one module are
+    told apart by it; None for parameters and inputs)."""
     entry: str
     op: str
     line: int
     col: int
+    call: str | None = None
 
 
 class Scope:
@@ -271,7 +274,7 @@ class Evaluator:
     # -- recording -------------------------------------------------------------------
     def apply(self, op, node, *tensors, **attrs) -> Tensor:
         name = op if isinstance(op, str) else op.name
-        info = NodeInfo(self.entry, name, node.lineno, node.col_offset)
+        info = NodeInfo(self.entry, name, node.lineno, node.col_offset, self.builder.calling_entry)
         try:
             out = self.tape.apply(op, *tensors, meta=info, **attrs)
         except (ShapeError, TypeError, ValueError) as e:

@@ -85,7 +85,23 @@ def finite(value) -> bool:
 
 
 def default_init(shape: tuple, is_param: bool, is_int: bool) -> tuple[str, tuple]:
-    """glorot for >= 2-D parameters, zeros for 0/1-D ones; normal(0, 1) for float inputs, zeros for int."""
+    """glorot for >= 2-D parameters, zeros for 0/1-D ones (ones for gains: see ``first_used_as_gain``);
+    normal(0, 1) for float inputs, zeros for int."""
     if is_param:
         return ("glorot", ()) if len(shape) >= 2 else ("zeros", ())
     return ("zeros", ()) if is_int else ("normal", (0.0, 1.0))
+
+
+def first_used_as_gain(nodes, candidates: dict) -> list:
+    """The names among ``candidates`` (tape index -> name) whose first use on the tape is an
+    input the op table marks as a gain (layer_norm's gamma). Such a parameter defaults to
+    ones, as in PyTorch: zeros there would silently zero every gradient that passes."""
+    pending, found = dict(candidates), []
+    for node in nodes:
+        if not pending:
+            break
+        for k, parent in enumerate(node.parents):
+            name = pending.pop(parent.index, None)
+            if name is not None and k in node.op.gains:
+                found.append(name)
+    return found

@@ -2,10 +2,43 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
 from tests.conftest import MODELS, ROOT
+
+
+SIAMESE = """
+    gradflow: 1
+    inputs:
+      x1: {shape: [4, 3]}
+      x2: {shape: [4, 3]}
+    modules:
+      encoder:
+        inputs: [x]
+        params:
+          w: {shape: [3, 3]}
+        graph:
+          z: tanh(x @ w)
+        output: z
+      predictor:
+        inputs: [z]
+        params:
+          v: {shape: [3, 3]}
+        graph:
+          p: z @ v
+        output: p
+    graph:
+      z1: encoder(x1)
+      z2: encoder(x2)
+      p1: predictor(z1)
+      p2: predictor(z2)
+      loss: mean(square(p1 - stop_gradient(z2))) + mean(square(p2 - stop_gradient(z1)))
+    losses: [loss]
+"""
 
 
 def run(*args):
@@ -16,7 +49,7 @@ def test_why_marks_the_stop_on_the_generator_path():
     bug = str(ROOT / "tests/models/bugs/gan_stopped_discriminator_output.yaml")
     out = run("why", bug, "G.w1", "--loss", "g_loss").output
     assert out.splitlines()[0] == "G.w1 -> g_loss: blocked"
-    assert "G.w1 -> G.h -> G.x -> D.h -> D.logit -> g_loss [x stop_gradient 47:26]" in out
+    assert "1. G.w1 -> fake -> g_loss [x stop_gradient 47:26]" in out
 
 
 def test_why_lists_each_distinct_path_once():
@@ -36,9 +69,62 @@ def test_why_unknown_parameter_is_an_input_error():
     assert "error: no parameter 'decoder.w9' (did you mean 'decoder.w" in result.stderr
 
 
-def test_why_limit_cuts_the_list_and_says_so():
-    out = run("why", str(MODELS / "transformer.yaml"), "wte", "--limit", "2").output
-    assert "  2. " in out and "  3. " not in out and "more paths not shown" in out
+def diamonds(n: int, depth: int = 1, inside: bool = False) -> str:
+    """A model of n diamonds from w to the loss: between entries (2 ** n paths of entries), or
+    inside one entry each, every branch a chain of ``depth`` ops (2 ** n tape paths, one of entries)."""
+    def chain(fn, x):
+        for _ in range(depth):
+            x = f"{fn}({x})"
+        return x
+    lines = ["gradflow: 1", "inputs:", "  x: {shape: [4]}", "params:", "  w: {shape: [4], init: ones}",
+             "graph:", "  h0: x * w"]
+    for i in range(1, n + 1):
+        a, b = chain("tanh", f"h{i - 1}"), chain("sin", f"h{i - 1}")
+        lines += [f"  h{i}: {a} + {b}"] if inside else [f"  a{i}: {a}", f"  b{i}: {b}", f"  h{i}: a{i} + b{i}"]
+    return "\n".join(lines + [f"  loss: sum(h{n})", "losses: [loss]", ""])
+
+
+def test_why_limit_cuts_the_list_and_says_how_many_more(write_model):
+    out = run("why", write_model(diamonds(3)), "w", "--limit", "2").output
+    assert "  1. w -> h0 -> a1 -> h1 -> a2 -> h2 -> a3 -> h3 -> loss" in out
+    assert "  2. " in out and "  3. " not in out
+    assert "... 6 more paths not shown (raise --limit)" in out
+
+
+def test_why_counts_a_partly_cut_edge_as_a_flowing_and_a_cut_path(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+        graph:
+          h: w * 2
+          y: h * stop_gradient(h)
+          loss: sum(y)
+        losses: [loss]
+    """)
+    lines = run("why", path, "w", "--limit", "5").output.splitlines()
+    assert lines[1:3] == ["  1. w -> h -> y -> loss", "  2. w -> h -> y [x stop_gradient 6:10] -> loss"]
+
+
+def test_why_on_many_diamonds_is_fast(write_model):
+    from gradflow.cli import run as commands
+    path = write_model(diamonds(15, depth=80, inside=True))
+    started = time.perf_counter()
+    [(_, pair, found, more)] = commands.why(path, "w", limit=20)
+    assert time.perf_counter() - started < 3.0   # generous: exponential enumeration took 8 s
+    assert pair.status == "flows" and len(found) == 1 and more == 0
+    started = time.perf_counter()
+    [(_, _, found, more)] = commands.why(write_model(diamonds(40), "wide.yaml"), "w", limit=20)
+    assert time.perf_counter() - started < 3.0
+    assert len(found) == 20 and more == 2 ** 40 - 20
+
+
+def test_why_names_each_call_of_a_shared_module(write_model):
+    path = write_model(SIAMESE)
+    out = run("why", path, "encoder.w").output
+    assert "1. encoder.w -> z1 -> p1 -> loss" in out
+    assert "encoder.w -> z2 -> loss [x stop_gradient" in out
+    assert "encoder.z" not in out
 
 
 def test_graph_dot_draws_cut_edges_dashed_with_the_cut():
@@ -73,3 +159,63 @@ def test_why_names_where_a_zero_gradient_dies(write_model):
     out = run("why", path, "w").output
     assert out.splitlines()[:2] == ["w -> loss: zero", "  the gradient dies at relu in h (line 5:6)"]
     assert "1. w -> h -> loss" in out
+
+
+def test_graph_draws_one_node_per_call_of_a_shared_module():
+    out = run("graph", str(MODELS / "gan.yaml"), "--loss", "g_loss").output
+    assert "real" not in out and "d_fake" not in out and "D.logit" not in out
+    assert "fake" in out and "D.w1 (param)" in out
+    d_loss = run("graph", str(MODELS / "gan.yaml"), "--loss", "d_loss").output
+    assert "├── d_real" in d_loss and "└── d_fake" in d_loss
+    assert "fake  x stop_gradient 43:13" in d_loss
+
+
+@pytest.mark.parametrize("fmt", ["dot", "mermaid"])
+def test_graph_with_a_loss_shows_only_what_reaches_it(fmt):
+    out = run("graph", str(MODELS / "gan.yaml"), "--format", fmt, "--loss", "g_loss").output
+    assert '"fake"' in out and '"g_loss"' in out
+    assert '"real"' not in out and '"d_real"' not in out and '"d_loss"' not in out
+    everything = run("graph", str(MODELS / "gan.yaml"), "--format", fmt).output
+    assert '"d_real"' in everything and '"d_loss"' in everything
+
+
+def test_graph_siamese_calls_are_separate_nodes(write_model):
+    out = run("graph", write_model(SIAMESE), "--format", "dot").output
+    assert '"x1" -> "z1";' in out and '"x2" -> "z2";' in out and '"x1" -> "z2"' not in out
+    assert '"encoder.w" -> "z1";' in out and '"encoder.w" -> "z2";' in out
+    assert '"z1" -> "p1";' in out and '"z1" -> "loss" [style=dashed, color=red' in out
+
+
+EVERY_KIND = """
+    gradflow: 1
+    inputs:
+      idx: {shape: [2], dtype: int}
+    params:
+      w: {shape: [3], init: ones}
+    graph:
+      h: w * 2
+      y: h * stop_gradient(h)
+      c: stop_gradient(h) * 3
+      t: take(y, idx) + c[0]
+      loss: sum(t)
+    losses: [loss]
+"""
+
+
+def test_graph_draws_flowing_partly_cut_cut_and_gradient_free_edges_differently(write_model):
+    path = write_model(EVERY_KIND)
+    dot = run("graph", path, "--format", "dot").output
+    assert '"w" -> "h";' in dot
+    assert '"h" -> "y" [color=orange, label="partly cut: stop_gradient 8:10"];' in dot
+    assert '"h" -> "c" [style=dashed, color=red, label="stop_gradient 9:6"];' in dot
+    assert '"idx" -> "t" [style=dotted];' in dot
+    mermaid = run("graph", path, "--format", "mermaid").output
+    ids = {name: f"n{i}" for i, name in enumerate(["idx", "w", "h", "y", "c", "t", "loss"])}
+    assert f"{ids['w']} --> {ids['h']}" in mermaid
+    assert f"{ids['h']} ==>|partly cut: stop_gradient 8:10| {ids['y']}" in mermaid
+    assert f"{ids['h']} -.->|stop_gradient 9:6| {ids['c']}" in mermaid
+    assert f"{ids['idx']} -.-> {ids['t']}" in mermaid
+    tree = run("graph", path).output
+    assert "h  ~ partly cut: stop_gradient 8:10" in tree
+    assert "h  x stop_gradient 9:6 (above)" in tree
+    assert "idx (input)  (no gradient)" in tree

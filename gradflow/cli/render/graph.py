@@ -1,5 +1,6 @@
-"""`gradflow graph`: the model's entries and their dependencies as a tree, Graphviz dot or
-Mermaid. Edges that carry no gradient are dashed and labelled with the cut."""
+"""`gradflow graph`: the model's entries (one node per call of a module) and their
+dependencies as a tree, Graphviz dot or Mermaid. Flowing, partly cut, cut and
+gradient-free edges are drawn differently in each; cut edges are labelled with the cut."""
 
 from __future__ import annotations
 
@@ -14,15 +15,26 @@ def quoted(name: str) -> str:
     return '"' + name.replace('"', r'\"') + '"'
 
 
+# How each kind of edge (analysis.paths.Edge.kind) is drawn: flowing and cut never look alike.
+DOT_STYLE = {"flows": [], "partial": ["color=orange"], "cut": ["style=dashed", "color=red"],
+             "none": ["style=dotted"]}
+MERMAID_ARROW = {"flows": "-->", "partial": "==>", "cut": "-.->", "none": "-.->"}
+
+
+def edge_text(edge) -> str:
+    """The label of an edge: its cuts, and for a partly cut edge that some routes still flow."""
+    if not edge.cuts:
+        return ""
+    return ("partly cut: " if edge.kind == "partial" else "") + label(edge)
+
+
 def dot(entries, edges, kinds) -> str:
     lines = ["digraph gradflow {", "  rankdir=LR;", "  node [shape=box, fontname=Helvetica];"]
     shapes = {"param": "ellipse", "input": "note"}
     for name in entries:
         lines.append(f"  {quoted(name)} [shape={shapes.get(kinds.get(name), 'box')}];")
     for e in edges:
-        attrs = [] if e.carries else (["style=dashed", "color=red"] if e.cuts else ["style=dotted"])
-        if e.cuts:
-            attrs.append(f"label={quoted(label(e))}")
+        attrs = list(DOT_STYLE[e.kind]) + ([f"label={quoted(edge_text(e))}"] if e.cuts else [])
         lines.append(f"  {quoted(e.src)} -> {quoted(e.dst)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
     lines.append("}")
     return "\n".join(lines)
@@ -35,14 +47,22 @@ def mermaid(entries, edges, kinds) -> str:
         shape = ("([", "])") if kinds.get(name) == "param" else (("[/", "/]") if kinds.get(name) == "input" else ("[", "]"))
         lines.append(f'  {ids[name]}{shape[0]}"{name}"{shape[1]}')
     for e in edges:
-        arrow = "-->" if e.carries else "-.->"
-        text = f"|{label(e)}|" if e.cuts else ""
-        lines.append(f"  {ids[e.src]} {arrow}{text} {ids[e.dst]}")
+        text = f"|{edge_text(e)}|" if e.cuts else ""
+        lines.append(f"  {ids[e.src]} {MERMAID_ARROW[e.kind]}{text} {ids[e.dst]}")
     return "\n".join(lines)
 
 
+def tree_line(edge, kinds, repeated: bool) -> str:
+    kind = f" [dim]({kinds[edge.src]})[/dim]" if edge.src in kinds else ""
+    note = {"cut": f"  [red]x {label(edge)}[/red]",
+            "partial": f"  [yellow]~ {edge_text(edge)}[/yellow]",
+            "none": "  [dim](no gradient)[/dim]"}.get(edge.kind, "")
+    return f"{edge.src}{kind}{note}" + (" [dim](above)[/dim]" if repeated else "")
+
+
 def tree(entries, edges, kinds, roots, no_color: bool) -> None:
-    """For each root (a loss), what it depends on, depth first; a repeated entry is not expanded again."""
+    """For each root (a loss), what it depends on, depth first in the order the model
+    uses it; an entry already drawn is marked (above), not expanded again."""
     from rich.tree import Tree
 
     from gradflow.cli.render.console import console
@@ -52,16 +72,17 @@ def tree(entries, edges, kinds, roots, no_color: bool) -> None:
     out = console(no_color)
     for root in roots:
         top = Tree(f"[bold]{root}[/bold] (loss)")
-        seen, stack = {root}, [(top, root)]
+        seen, stack = {root}, [(top, iter(inputs_of.get(root, ())))]
         while stack:
-            branch, name = stack.pop()
-            for e in reversed(inputs_of.get(name, [])):
-                note = f"  [red]x {label(e)}[/red]" if e.cuts else ""
-                kind = f" [dim]({kinds[e.src]})[/dim]" if e.src in kinds else ""
-                child = branch.add(f"{e.src}{kind}{note}" + (" [dim](above)[/dim]" if e.src in seen else ""))
-                if e.src not in seen:
-                    seen.add(e.src)
-                    stack.append((child, e.src))
+            branch, pending = stack[-1]
+            e = next(pending, None)
+            if e is None:
+                stack.pop()
+                continue
+            child = branch.add(tree_line(e, kinds, e.src in seen))
+            if e.src not in seen:
+                seen.add(e.src)
+                stack.append((child, iter(inputs_of.get(e.src, ()))))
         out.print(top)
 
 

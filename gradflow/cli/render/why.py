@@ -9,7 +9,7 @@ from gradflow.cli.render.table import STYLE
 
 
 def render(param: str, results, no_color: bool) -> None:
-    """``results``: [(loss, Pair, [Path], more)] for each loss asked about."""
+    """``results``: [(loss, Pair, [Path], how many paths were left out)] for each loss asked about."""
     out = console(no_color)
     for loss, pair, found, more in results:
         head = Text(f"{param} -> {loss}: ")
@@ -32,5 +32,5 @@ def render(param: str, results, no_color: bool) -> None:
                     line.append(f" [x {cut.op} {cut.line}:{cut.col}]", style="red")
             out.print(line)
         if more:
-            out.print("  ... more paths not shown (raise --limit)", style="dim")
+            out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")
         out.print()

@@ -1,0 +1,71 @@
+"""The PyTorch importer: ``FILE.py:FUNC`` -> an ``Imported`` model document.
+
+The only package in gradflow that imports torch; loaded on demand, never at start-up.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager, redirect_stdout
+
+import torch
+
+from gradflow.errors import ModelError
+from gradflow.importers.document import Imported
+from gradflow.importers.torch.capture import export
+from gradflow.importers.torch.places import display
+from gradflow.importers.torch.target import load_step
+from gradflow.importers.torch.translate import Translator
+
+STATUSES = ("flows", "zero", "blocked", "unreachable")
+
+
+def capture_target(file: str, func: str) -> Imported:
+    """Run FUNC from FILE, export its module in float64 and translate the graph.
+
+    What the user's code prints goes to stderr: stdout may be carrying a JSON report."""
+    with redirect_stdout(sys.stderr):
+        return capture(file, func)
+
+
+def capture(file: str, func: str) -> Imported:
+    step = load_step(file, func)
+    check_globs(step)
+    with float64():
+        module = step.module.double()
+        inputs = tuple(t.double() if t.dtype.is_floating_point else t for t in step.inputs)
+        step.module, step.inputs = module, inputs
+        program, recorder = export(module, inputs, step.source)
+        imported = Imported(func, step.description, step.source)
+        Translator(program, step, recorder, imported).run()
+    imported.expect = {loss: {status: list(globs) for status, globs in statuses.items()}
+                       for loss, statuses in step.expect.items()}
+    return imported
+
+
+@contextmanager
+def float64():
+    """Tensors the step creates (constants, masks) are float64 like its parameters."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def check_globs(step) -> None:
+    """wrt and expect are checked here, so a mistake points at FUNC's def line."""
+    at = step.source
+    for loss, statuses in step.expect.items():
+        for status, globs in statuses.items():
+            if status not in STATUSES:
+                raise ModelError(f"expect for {loss!r}: unknown status {status!r} (the statuses are "
+                                 f"{', '.join(STATUSES)})", display(at.path), at.line, at.col)
+            if not isinstance(globs, (list, tuple)) or not all(isinstance(g, str) for g in globs):
+                raise ModelError(f"expect for {loss!r}: {status} must be a list of parameter globs",
+                                 display(at.path), at.line, at.col)
+    for loss, globs in step.wrt.items():
+        if not all(isinstance(g, str) for g in globs):
+            raise ModelError(f"wrt for {loss!r} must be a list of parameter globs",
+                             display(at.path), at.line, at.col)

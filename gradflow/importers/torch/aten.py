@@ -1,0 +1,154 @@
+"""aten ops -> gradflow expressions: one small handler per op, keyed by the op's name.
+
+This module holds arithmetic, elementwise ops and reductions, and assembles the
+whole table ``OPS`` from its shape and neural-network parts.
+"""
+
+from __future__ import annotations
+
+from gradflow.importers.torch.aten_nn import NN_OPS
+from gradflow.importers.torch.aten_shape import SHAPE_OPS
+from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, text
+
+
+def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2) -> str:
+    axis = axes(c.arg(dims_at, "dim"), c.ndim())
+    keep = c.arg(keep_at, "keepdim", False)
+    if axis is None and not keep:
+        return f"{op}({c.args[0]})"
+    return f"{op}({c.args[0]}, axis={axis}, keepdims={keep})"
+
+
+def unary(op):
+    return lambda c: f"{op}({c.args[0]})"
+
+
+def binary(symbol):
+    def handler(c):
+        a, b = text(c.args[0]), text(c.args[1])
+        alpha = c.kwargs.get("alpha", c.args[2] if len(c.args) > 2 else 1)
+        if alpha != 1 and symbol in "+-":
+            b = f"{text(alpha)} * {b}"
+        return f"{a} {symbol} {b}" if symbol != "r-" else f"{b} - {a}"
+    return handler
+
+
+def compare(op):
+    return lambda c: f"{op}({text(c.args[0])}, {text(c.args[1])})"
+
+
+def div(c):
+    mode = c.kwargs.get("rounding_mode")
+    if mode == "trunc":
+        raise Unsupported("with rounding_mode='trunc'")
+    expr = f"{text(c.args[0])} / {text(c.args[1])}"
+    return f"floor({expr})" if mode == "floor" else expr
+
+
+def linear(c):
+    x, w, b = c.args[0], c.args[1], c.arg(2, "bias")
+    return f"{x} @ transpose({w})" + (f" + {b}" if b is not None else "")
+
+
+def addmm(c):
+    if c.kwargs.get("beta", 1) != 1 or c.kwargs.get("alpha", 1) != 1:
+        raise Unsupported("with beta or alpha")
+    return f"{c.args[0]} + {c.args[1]} @ {c.args[2]}"
+
+
+def clip(c):
+    lo, hi = c.arg(1, "min"), c.arg(2, "max")
+    if c.overload == "Tensor":
+        expr = c.args[0] if lo is None else f"maximum({c.args[0]}, {lo})"
+        return expr if hi is None else f"minimum({expr}, {hi})"
+    return f"clip({c.args[0]}, {text(lo)}, {text(hi)})"
+
+
+def variance(c):
+    dims = c.arg(1, "dim")
+    correction = c.kwargs.get("correction", 1 if c.arg(2, "unbiased", True) is not False else 0)
+    shape = c.shapes[0]
+    n = 1
+    for d in (range(len(shape)) if not dims else [d % len(shape) for d in dims]):
+        n *= shape[d]
+    keep = c.kwargs.get("keepdim", False)
+    axis = axes(dims, c.ndim())
+    expr = f"var({c.args[0]}, axis={axis}, keepdims={keep})"
+    return expr if not correction else f"{expr} * {n / (n - correction)!r}"
+
+
+def softmax(op):
+    return lambda c: f"{op}({c.args[0]}, axis={c.args[1]})"
+
+
+def norm(c):
+    if c.arg(1, "ord", 2) != 2:
+        raise Unsupported("with an order other than 2")
+    return reduce("norm", c, 2, 3)
+
+
+def gelu(c):
+    approximate = c.kwargs.get("approximate", "none")
+    return f"gelu({c.args[0]})" if approximate == "tanh" else f"gelu({c.args[0]}, approximate='none')"
+
+
+def softplus(c):
+    beta, threshold = c.arg(1, "beta", 1), c.arg(2, "threshold", 20)
+    if beta == 1:
+        return f"softplus({c.args[0]})"
+    return f"softplus({c.args[0]} * {text(beta)}) / {text(beta)}"
+
+
+def max_dim(op, arg):
+    def handler(c):
+        if c.overload != "dim":
+            return f"{op}({c.args[0]})"
+        keep = c.arg(2, "keepdim", False)
+        return Parts([f"{f}({c.args[0]}, axis={c.args[1]}, keepdims={keep})" for f in (op, arg)])
+    return handler
+
+
+def masked_fill(c):
+    return f"where({c.args[1]}, {text(c.args[2])}, {c.args[0]})"
+
+
+def rounding(c):
+    if c.overload != "default":
+        raise Unsupported("with decimals")
+    return f"round({c.args[0]})"
+
+
+OPS = {
+    **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
+                                "cos", "log1p", "sign", "floor", "ceil", "square")},
+    "round": rounding,
+    "silu": lambda c: f"{c.args[0]} * sigmoid({c.args[0]})",
+    "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
+    "reciprocal": lambda c: f"1 / {c.args[0]}",
+    "gelu": gelu, "softplus": softplus,
+    "leaky_relu": lambda c: f"leaky_relu({c.args[0]}, slope={c.arg(1, 'negative_slope', 0.01)!r})",
+    "elu": lambda c: f"elu({c.args[0]}, alpha={c.arg(1, 'alpha', 1.0)!r})",
+    "hardtanh": lambda c: f"clip({c.args[0]}, {c.arg(1, 'min_val', -1.0)!r}, {c.arg(2, 'max_val', 1.0)!r})",
+    "clamp": clip, "clip": clip,
+    "clamp_min": lambda c: f"clip({c.args[0]}, {text(c.args[1])}, None)",
+    "clamp_max": lambda c: f"clip({c.args[0]}, None, {text(c.args[1])})",
+    "add": binary("+"), "sub": binary("-"), "rsub": binary("r-"), "mul": binary("*"), "div": div,
+    "pow": binary("**"), "maximum": compare("maximum"), "minimum": compare("minimum"),
+    "gt": compare("greater"), "lt": compare("less"), "ge": compare("greater_equal"),
+    "le": compare("less_equal"), "eq": compare("equal"), "ne": compare("not_equal"),
+    "where": lambda c: f"where({text(c.args[0])}, {text(c.args[1])}, {text(c.args[2])})",
+    "masked_fill": masked_fill,
+    "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "addmm": addmm, "linear": linear,
+    "detach": lambda c: f"stop_gradient({c.args[0]})",
+    "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
+    "amax": lambda c: reduce("max", c), "amin": lambda c: reduce("min", c),
+    "max": max_dim("max", "argmax"), "min": max_dim("min", "argmin"),
+    "argmax": lambda c: reduce("argmax", c), "argmin": lambda c: reduce("argmin", c),
+    "logsumexp": lambda c: reduce("logsumexp", c), "var": variance,
+    "std": lambda c: f"sqrt({variance(c)})", "linalg_vector_norm": norm,
+    "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
+    "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
+    "one_hot": lambda c: f"one_hot({c.args[0]}, {c.args[1]})",
+    **SHAPE_OPS,
+    **NN_OPS,
+}

@@ -1,0 +1,129 @@
+"""aten neural-network ops and losses -> gradflow expressions (norms, attention, conv, losses)."""
+
+from __future__ import annotations
+
+from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
+
+
+def cross_entropy(c):
+    weight, reduction = c.arg(2, "weight"), c.arg(3, "reduction", 1)
+    smoothing = c.arg(5, "label_smoothing", 0.0)
+    if weight is not None or reduction != 1 or smoothing or c.ndim() != 2 or c.ndim(1) != 1:
+        raise Unsupported("beyond mean reduction over [N, C] logits and [N] class labels")
+    return f"cross_entropy({c.args[0]}, {c.args[1]})"
+
+
+def reduced(expr: str, reduction: int) -> str:
+    return {0: expr, 1: f"mean({expr})", 2: f"sum({expr})"}[reduction]
+
+
+def mse(c):
+    reduction = c.arg(2, "reduction", 1)
+    return f"mse({c.args[0]}, {c.args[1]})" if reduction == 1 else \
+        reduced(f"square({c.args[0]} - {c.args[1]})", reduction)
+
+
+def bce_logits(c):
+    if c.arg(2, "weight") is not None or c.arg(3, "pos_weight") is not None:
+        raise Unsupported("with weight or pos_weight")
+    x, y = c.args[0], c.args[1]
+    return reduced(f"softplus({x}) - {x} * {y}", c.arg(4, "reduction", 1))
+
+
+def bce(c):
+    if c.arg(2, "weight") is not None or c.arg(3, "reduction", 1) != 1:
+        raise Unsupported("with weight or a reduction other than mean")
+    return f"binary_cross_entropy({c.args[0]}, {c.args[1]})"
+
+
+def layer_norm(c):
+    shape, w, b, eps = c.args[1], c.arg(2, "weight"), c.arg(3, "bias"), c.arg(4, "eps", 1e-5)
+    if len(shape) != 1 or w is None or b is None:
+        raise Unsupported("over more than the last axis, or without weight and bias")
+    return f"layer_norm({c.args[0]}, {w}, {b}, eps={eps!r})"
+
+
+def batch_norm(c):
+    x, w, b, mean, var, training, _, eps = (c.args + [None] * 9)[:8]
+    if w is None or b is None:
+        raise Unsupported("without affine weight and bias")
+    if training:
+        return f"batch_norm({x}, {w}, {b}, eps={eps!r})"
+    s = shape_text([c.shapes[0][1]] + [1] * (c.ndim() - 2))
+    return (f"({x} - reshape({mean}, {s})) / sqrt(reshape({var}, {s}) + {eps!r}) * reshape({w}, {s})"
+            f" + reshape({b}, {s})")
+
+
+def embedding(c):
+    if c.arg(2, "padding_idx", -1) != -1:
+        raise Unsupported("with padding_idx (its row gets no gradient)")
+    return f"take({c.args[0]}, {c.args[1]}, axis=0)"
+
+
+def attention(c):
+    q, k, v = c.args[:3]
+    mask, dropout, causal = c.arg(3, "attn_mask"), c.arg(4, "dropout_p", 0.0), c.arg(5, "is_causal", False)
+    scale = c.kwargs.get("scale", c.args[6] if len(c.args) > 6 else None)
+    if dropout or c.kwargs.get("enable_gqa"):
+        raise Unsupported("with dropout_p or enable_gqa")
+    tail = f", scale={scale!r}" if scale is not None else ""
+    if mask is not None:
+        if causal:
+            raise Unsupported("with both attn_mask and is_causal")
+        if c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":   # gradflow holds booleans as 0/1 floats: make the mask additive
+            mask = f"where({mask}, 0.0, -1e300)"
+        return f"masked_attention({q}, {k}, {v}, {mask}{tail})"
+    return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
+
+
+def dropout(c):
+    p, train = c.arg(1, "p", 0.5), c.arg(2, "train", True)
+    return Alias(c.args[0]) if not train or not p else f"dropout({c.args[0]}, {p!r})"
+
+
+def conv2d(c):
+    x, w, b = c.args[:3]
+    stride, padding = c.arg(3, "stride", 1), c.arg(4, "padding", 0)
+    if c.arg(5, "dilation", 1) not in (1, [1, 1], (1, 1)) or c.arg(6, "groups", 1) != 1:
+        raise Unsupported("with dilation or groups")
+    if isinstance(padding, str):
+        raise Unsupported(f"with padding={padding!r}")
+    expr = f"conv2d({x}, {w}, stride={text(tuple(stride))}, padding={text(tuple(padding))})"
+    return expr if b is None else f"{expr} + reshape({b}, [{c.shapes[1][0]}, 1, 1])"
+
+
+def pool(op):
+    def handler(c):
+        kernel, stride = c.args[1], c.arg(2, "stride") or c.args[1]
+        ceil_mode = c.arg(5 if op == "max_pool2d" else 4, "ceil_mode", False)
+        if c.arg(3, "padding", 0) not in (0, [0, 0]) or ceil_mode:
+            raise Unsupported("with padding or ceil_mode")
+        return f"{op}({c.args[0]}, {text(tuple(kernel))}, {text(tuple(stride))})"
+    return handler
+
+
+def adaptive_avg(c):
+    size = tuple(c.args[1])
+    h, w = c.shapes[0][-2:]
+    if size == (1, 1):
+        return f"mean({c.args[0]}, axis=({c.ndim() - 2}, {c.ndim() - 1}), keepdims=True)"
+    if h % size[0] or w % size[1]:
+        raise Unsupported("to a size that does not divide the input")
+    kernel = (h // size[0], w // size[1])
+    return f"avg_pool2d({c.args[0]}, {text(kernel)}, {text(kernel)})"
+
+
+def cosine(c):
+    return f"cosine_similarity({c.args[0]}, {c.args[1]}, axis={c.arg(2, 'dim', 1)}, eps={c.arg(3, 'eps', 1e-8)!r})"
+
+
+NN_OPS = {
+    "cross_entropy_loss": cross_entropy, "mse_loss": mse, "binary_cross_entropy": bce,
+    "binary_cross_entropy_with_logits": bce_logits,
+    "l1_loss": lambda c: reduced(f"abs({c.args[0]} - {c.args[1]})", c.arg(2, "reduction", 1)),
+    "layer_norm": layer_norm, "batch_norm": batch_norm, "embedding": embedding,
+    "scaled_dot_product_attention": attention, "dropout": dropout,
+    "conv2d": conv2d, "max_pool2d": pool("max_pool2d"), "avg_pool2d": pool("avg_pool2d"),
+    "adaptive_avg_pool2d": adaptive_avg, "cosine_similarity": cosine,
+
+}

@@ -1,0 +1,118 @@
+"""aten shape, indexing and conversion ops -> gradflow expressions (reshape, transpose, slices)."""
+
+from __future__ import annotations
+
+from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, shape_text, text
+
+
+def permutation(c, order):
+    return f"transpose({c.args[0]}, axes={text(tuple(d % c.ndim() for d in order))})"
+
+
+def transpose(c):
+    order = list(range(c.ndim()))
+    d0, d1 = c.args[1] % c.ndim(), c.args[2] % c.ndim()
+    order[d0], order[d1] = order[d1], order[d0]
+    return permutation(c, order)
+
+
+def reshape(c):
+    return f"reshape({c.args[0]}, {shape_text(c.shape)})"
+
+
+def broadcast(c):
+    return f"broadcast_to({c.args[0]}, {text(tuple(c.shape))})"
+
+
+def broadcast_tensors(c):
+    """Each tensor broadcast to the common shape (itself where it already has it)."""
+    out = []
+    for name, shape in zip(c.args[0], c.shapes[0]):
+        out.append(Alias(name) if tuple(shape) == tuple(c.shape) else f"broadcast_to({name}, {text(tuple(c.shape))})")
+    return Parts(out)
+
+
+def concat(op):
+    return lambda c: f"{op}([{', '.join(c.args[0])}], axis={c.arg(1, 'dim', 0)})"
+
+
+def slice_(c):
+    dim, start, end, step = c.arg(1, "dim", 0), c.arg(2, "start"), c.arg(3, "end"), c.arg(4, "step", 1)
+    size = c.shapes[0][dim % c.ndim()]
+    end = None if end is not None and end >= size else end
+    item = f"{'' if start in (None, 0) else start}:{'' if end is None else end}" + (f":{step}" if step != 1 else "")
+    return c.args[0] + index_text(c.ndim(), dim, item)
+
+
+def select(c):
+    return c.args[0] + index_text(c.ndim(), c.args[1], str(c.args[2]))
+
+
+def index(c):
+    found = [(d, i) for d, i in enumerate(c.args[1]) if i is not None]
+    if len(found) != 1:
+        raise Unsupported("with more than one index tensor")
+    return f"take({c.args[0]}, {found[0][1]}, axis={found[0][0]})"
+
+
+def gather(c):
+    return f"take_along_axis({c.args[0]}, {c.args[2]}, axis={c.args[1] % c.ndim()})"
+
+
+def pieces(c, sizes, dim) -> Parts:
+    dim, start, out = dim % c.ndim(), 0, []
+    for size in sizes:
+        out.append(c.args[0] + index_text(c.ndim(), dim, f"{start}:{start + size}"))
+        start += size
+    return Parts(out)
+
+
+def split(c):
+    dim, total = c.arg(2, "dim", 0), c.shapes[0][c.arg(2, "dim", 0)]
+    size = c.args[1]
+    sizes = list(size) if isinstance(size, (list, tuple)) else \
+        [min(size, total - s) for s in range(0, total, size)]
+    return pieces(c, sizes, dim)
+
+
+def chunk(c):
+    dim = c.arg(2, "dim", 0)
+    total = c.shapes[0][dim]
+    size = -(-total // c.args[1])
+    return pieces(c, [min(size, total - s) for s in range(0, total, size)], dim)
+
+
+def unbind(c):
+    dim = c.arg(1, "dim", 0) % c.ndim()
+    return Parts([c.args[0] + index_text(c.ndim(), dim, str(i)) for i in range(c.shapes[0][dim])])
+
+
+def convert(c):
+    """`.to(dtype)`, `.double()`, `.long()`: gradflow holds floats, ints, and bools as 0/1 floats."""
+    source, target = c.kinds[0], c.kind
+    if source == target or (source == "bool" and target == "float"):
+        return Alias(c.args[0])
+    if target == "float":
+        return f"{c.args[0]} * 1.0"
+    if target == "bool":
+        return f"not_equal({c.args[0]}, 0)"
+    raise Unsupported(f"from {source} to {target}")
+
+
+def identity(c):
+    return Alias(c.args[0])
+
+
+SHAPE_OPS = {
+    "t": lambda c: f"transpose({c.args[0]})", "transpose": transpose,
+    "permute": lambda c: permutation(c, c.args[1]),
+    **{op: reshape for op in ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze",
+                              "unsqueeze", "view_as", "reshape_as")},
+    **{op: broadcast for op in ("expand", "expand_as", "broadcast_to")},
+    "broadcast_tensors": broadcast_tensors,
+    **{op: identity for op in ("contiguous", "clone", "alias", "lift_fresh_copy")},
+    **{op: convert for op in ("to", "_to_copy", "type_as")},
+    "cat": concat("concat"), "concat": concat("concat"), "stack": concat("stack"),
+    "slice": slice_, "select": select, "index": index, "gather": gather,
+    "split": split, "split_with_sizes": split, "chunk": chunk, "unbind": unbind,
+}

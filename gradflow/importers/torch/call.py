@@ -1,0 +1,81 @@
+"""One aten call as its handler sees it, and what a handler may return.
+
+A handler gets a ``Call`` (the node's arguments as expression text or Python
+values, its output shape) and returns the expression, an ``Alias`` (the node is
+another name: clone, contiguous) or a ``Parts`` (one expression per output, for
+split and max). ``Unsupported`` says why an op, or one use of it, has no exact
+gradflow equivalent; the importer turns it into an error at the user's line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Unsupported(Exception):
+    """This call has no exact gradflow equivalent (the message says what is missing)."""
+
+
+@dataclass
+class Alias:
+    name: str
+
+
+@dataclass
+class Parts:
+    exprs: list
+
+
+@dataclass
+class Call:
+    """One aten call: its arguments (names of tensors as text, other values as Python values)."""
+    args: list
+    kwargs: dict
+    shape: tuple                     # output shape (first output for several)
+    shapes: list                     # input shapes by position (None for non-tensors)
+    overload: str
+    kinds: dict = None               # argument position or keyword -> "float", "int", "bool" or None
+    kind: str = "float"              # the output's kind
+
+    def arg(self, i: int, name: str, default=None):
+        if i < len(self.args):
+            return self.args[i]
+        return self.kwargs.get(name, default)
+
+    def ndim(self, i: int = 0) -> int:
+        return len(self.shapes[i])
+
+
+def text(value) -> str:
+    """A Python value as gradflow expression text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        if value != value:
+            raise Unsupported("a NaN constant")
+        if value in (float("inf"), float("-inf")):
+            # gradflow expressions have no infinity; a huge finite number masks the same way
+            return "1e300" if value > 0 else "-1e300"
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
+def axes(dims, ndim: int):
+    """A dim or list of dims -> an axis attribute text (one int or a tuple)."""
+    if dims is None or dims == []:
+        return None
+    if isinstance(dims, int):
+        return str(dims)
+    return text(tuple(d % ndim for d in dims))
+
+
+def shape_text(shape) -> str:
+    return "[" + ", ".join(str(int(n)) for n in shape) + "]"
+
+
+def index_text(ndim: int, dim: int, item: str) -> str:
+    return "[" + ", ".join([":"] * (dim % ndim) + [item]) + "]"

@@ -1,0 +1,156 @@
+"""Capture a training step with torch.export (non-strict, training IR, never decomposed).
+
+While export traces the user's code, the importer watches it: every graph node
+gets the user's source place, nodes made with gradient off get the place of the
+``with`` that turned it off, and each custom ``torch.autograd.Function`` call is
+fenced by two marker ops so its inlined forward can be found and replaced.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+from gradflow.errors import ModelError
+from gradflow.importers.document import Source
+from gradflow.importers.torch.functions import TensorArg
+from gradflow.importers.torch.places import display, frame_source, is_user_frame, user_source, user_source_in_traceback
+
+SOURCE = "gradflow_source"     # node.meta key: the user's Source
+BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
+
+
+@torch.library.custom_op("gradflow::function_input", mutates_args=())
+def function_input(x: torch.Tensor, call: int) -> torch.Tensor:
+    """Marks a tensor entering a custom autograd.Function call (identity)."""
+    return x.clone()
+
+
+@torch.library.custom_op("gradflow::function_output", mutates_args=())
+def function_output(x: torch.Tensor, call: int) -> torch.Tensor:
+    """Marks a tensor leaving a custom autograd.Function call (identity)."""
+    return x.clone()
+
+
+for _marker in (function_input, function_output):
+    _marker.register_fake(lambda x, call: torch.empty_like(x))
+    _marker.register_autograd(lambda ctx, grad: (grad, None))
+
+
+@dataclass
+class FunctionCall:
+    """One ``SomeFunction.apply(...)`` seen while tracing."""
+    cls: type
+    source: Source | None
+    args: list                       # non-tensor arguments as given, tensors as their (shape, dtype)
+    tensor_output: bool = True
+
+
+@dataclass
+class Recorder:
+    """What the importer saw while export ran the user's code."""
+    blocks: list = field(default_factory=list)   # Source of each `with` that turned gradient off
+    calls: list = field(default_factory=list)    # [FunctionCall]
+    depth: int = 0                                # inside a Function's forward
+    boundary: object = None                       # the importer's frame: user code runs below it
+
+    def stamp(self, node, target, args) -> None:
+        source = user_source(3, self.boundary)
+        if source is not None:
+            node.meta[SOURCE] = source
+        if target is torch._C._set_grad_enabled and args and args[0] is False:
+            self.blocks.append(source)
+        elif self.depth == 0 and not torch.is_grad_enabled() and self.blocks:
+            node.meta[BLOCK] = len(self.blocks) - 1
+
+
+def stamping(recorder: Recorder):
+    """Graph.create_node that also stamps each new call with what the recorder knows."""
+    create_node = torch.fx.Graph.create_node
+
+    def create(graph, op, target, args=None, kwargs=None, *rest, **more):
+        node = create_node(graph, op, target, args, kwargs, *rest, **more)
+        if op == "call_function":
+            recorder.stamp(node, target, args)
+        return node
+    return create
+
+
+def fencing(recorder: Recorder, apply):
+    """Function.apply that records each user Function call and fences it with marker ops."""
+    def fenced_apply(cls, *args, **kwargs):
+        if cls.__module__.split(".")[0] == "torch":   # torch's own Functions (custom ops use one)
+            return apply.__func__(cls, *args, **kwargs)
+        call = len(recorder.calls)
+        recorder.calls.append(FunctionCall(cls, user_source(2, recorder.boundary), [
+            TensorArg(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args]))
+        args = [function_input(a, call) if isinstance(a, torch.Tensor) else a for a in args]
+        recorder.depth += 1
+        try:
+            out = apply.__func__(cls, *args, **kwargs)
+        finally:
+            recorder.depth -= 1
+        if isinstance(out, torch.Tensor):
+            return function_output(out, call)
+        recorder.calls[call].tensor_output = False
+        return out
+    return classmethod(fenced_apply)
+
+
+def refusing_data():
+    """Tensor.data that refuses the user's own `.data`: export would trace it into a
+    silently wrong constant. torch's internal uses pass through."""
+    base = torch._C.TensorBase.data
+
+    def data(tensor):
+        caller = sys._getframe(1)
+        if is_user_frame(caller):
+            at = frame_source(caller)
+            raise ModelError("'.data' cannot be imported (export turns it into a constant); "
+                             "use '.detach()' to cut the gradient", display(at.path), at.line, at.col)
+        return base.__get__(tensor)
+    return property(data, base.__set__)
+
+
+@contextmanager
+def watching(recorder: Recorder):
+    """Patch node creation, Function.apply and Tensor.data for the duration of one export."""
+    create_node, apply = torch.fx.Graph.create_node, torch.autograd.Function.__dict__["apply"]
+    torch.fx.Graph.create_node = stamping(recorder)
+    torch.autograd.Function.apply = fencing(recorder, apply)
+    torch.Tensor.data = refusing_data()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # export's advice about the user's code is not ours to print
+            yield
+    finally:
+        torch.fx.Graph.create_node = create_node
+        torch.autograd.Function.apply = apply
+        del torch.Tensor.data   # back to TensorBase's own descriptor
+
+
+def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
+    """(ExportedProgram, Recorder) of ``module(*inputs)`` in the training IR."""
+    recorder = Recorder(boundary=sys._getframe())
+    try:
+        with watching(recorder):
+            program = torch.export.export(module, inputs, strict=False)
+    except ModelError:
+        raise
+    except Exception as e:   # torch refused the user's code: say where, in one line
+        at = user_source_in_traceback(e.__traceback__) or fallback
+        raise ModelError(export_message(e), display(at.path), at.line, at.col) from None
+    return program, recorder
+
+
+def export_message(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    first = text[0] if text else type(error).__name__
+    if ".data" in str(error) or "set_data" in str(error):
+        return "torch.export cannot trace '.data'; use '.detach()' to cut the gradient"
+    return f"torch.export could not capture the step: {type(error).__name__}: {first}"

@@ -1,0 +1,78 @@
+"""Custom ``torch.autograd.Function`` calls: classified by probing their backward.
+
+Export inlines a Function's forward, which says nothing of its gradient (a
+gradient reversal is ``view_as``, a straight-through round is ``round``). So
+each Function is run once more on random float64 tensors and its backward is
+compared with the incoming gradient: ``-g`` is a reversal, ``c * g`` a scale,
+``g`` around a forward that changes values a straight-through estimator.
+Anything else is refused at the ``.apply`` call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from gradflow.errors import ModelError
+from gradflow.importers.torch.places import display
+
+KNOWN = ("gradient reversal (backward -g), scaling (backward c * g) and straight-through "
+         "estimators (backward g)")
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument of a Function call, by its shape and dtype."""
+    shape: tuple
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a Function does to the gradient: 'reverse', 'scale' (by factor) or 'straight'."""
+    name: str
+    factor: float = 1.0
+
+
+def classify(call) -> Kind:
+    """The Kind of one recorded Function call, or a located ModelError."""
+    def refuse(why: str):
+        at = call.source
+        return ModelError(f"custom autograd Function {call.cls.__name__!r} cannot be analysed: {why}; "
+                          f"gradflow recognises {KNOWN}", display(at.path) if at else None,
+                          at.line if at else 1, at.col if at else 1)
+    if not call.tensor_output:
+        raise refuse("it returns more than one tensor")
+    generator = torch.Generator().manual_seed(0)
+    args = [probe_value(a, generator) for a in call.args]
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    if len(inputs) != 1:
+        raise refuse(f"it takes {len(inputs)} floating-point tensors, not one")
+    try:
+        with torch.enable_grad():
+            out = call.cls.apply(*args)
+            incoming = torch.randn(out.shape, dtype=out.dtype, generator=generator)
+            (grad,) = torch.autograd.grad(out, inputs, incoming, allow_unused=True)
+    except Exception as e:   # the user's Function failed on a probe: refuse rather than guess
+        raise refuse(f"probing its backward raised {type(e).__name__}: {e}") from None
+    x = inputs[0]
+    if grad is None or grad.shape != x.shape or out.shape != x.shape:
+        raise refuse("its backward gives no gradient of the input's shape")
+    factor = float((grad * incoming).sum() / (incoming * incoming).sum())
+    if not torch.allclose(grad, factor * incoming, rtol=1e-9, atol=1e-12):
+        raise refuse("its backward is not a constant multiple of the incoming gradient")
+    if torch.allclose(out, x.detach(), rtol=0, atol=0):
+        return Kind("reverse") if math.isclose(factor, -1.0) else Kind("scale", factor)
+    if math.isclose(factor, 1.0):
+        return Kind("straight")
+    raise refuse("its forward changes the values and its backward scales the gradient")
+
+
+def probe_value(arg, generator):
+    if not isinstance(arg, TensorArg):
+        return arg
+    if arg.dtype.is_floating_point:
+        return torch.randn(arg.shape, dtype=torch.float64, generator=generator).requires_grad_()
+    return torch.zeros(arg.shape, dtype=arg.dtype)

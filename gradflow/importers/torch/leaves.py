@@ -1,0 +1,79 @@
+"""The leaves of an imported model: parameters, inputs and constants, with their arrays.
+
+Parameters keep their ``named_parameters()`` names (a tied parameter is one
+parameter under its first name) and ``requires_grad=False`` makes them frozen;
+inputs are named after ``forward``'s arguments; buffers and tensors computed from
+constants alone (``arange``, a causal mask) become constant inputs carrying
+their values, written only when the graph uses them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.export.graph_signature import InputKind
+
+from gradflow.importers.document import Tensor
+
+
+class Const:
+    """A tensor whose value does not depend on parameters or inputs."""
+
+    def __init__(self, value: torch.Tensor, wanted: str):
+        self.value, self.wanted = value, wanted
+        self.name = None              # its input's name once something uses it
+
+
+class Leaves:
+    """Binds the exported program's placeholders (mixed into the Translator)."""
+
+    def bind_leaves(self) -> None:
+        module, step = self.step.module, self.step
+        canonical = {}
+        for name, p in module.named_parameters():
+            canonical.setdefault(id(p), name)
+        placeholders = [n for n in self.program.graph.nodes if n.op == "placeholder"]
+        user = iter(step.inputs)
+        for node, spec in zip(placeholders, self.program.graph_signature.input_specs):
+            if spec.kind == InputKind.PARAMETER:
+                self.bind_param(node, canonical[id(module.get_parameter(spec.target))])
+            elif spec.kind == InputKind.USER_INPUT:
+                self.bind_input(node, next(user))
+            elif spec.kind == InputKind.BUFFER:
+                self.values[node] = Const(module.get_buffer(spec.target).detach(), spec.target)
+            elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+                self.values[node] = Const(self.program.constants[spec.target], spec.target)
+            else:
+                raise self.fail(node, f"unsupported export input kind {spec.kind.name}")
+
+    def bind_param(self, node, name: str) -> None:
+        if name not in self.values.values():
+            p = self.step.module.get_parameter(name)
+            self.used.add(name)
+            self.out.params.append(Tensor(name, tuple(p.shape), frozen=not p.requires_grad))
+            self.out.arrays[name] = p.detach().double().numpy()
+        self.values[node] = name
+
+    def bind_input(self, node, value: torch.Tensor) -> None:
+        name = self.unique(node.name)
+        array = as_array(value)
+        self.out.inputs.append(Tensor(name, tuple(value.shape), "float" if array.dtype.kind == "f" else "int"))
+        self.out.arrays[name] = array
+        self.values[node] = name
+
+    def constant_input(self, const: Const) -> str:
+        """A constant used by the graph becomes an input carrying its value (once)."""
+        if const.name is None:
+            const.name = self.unique(const.wanted)
+            value = as_array(const.value)
+            kind = "float" if value.dtype.kind == "f" else "int"
+            self.out.inputs.append(Tensor(const.name, tuple(value.shape), kind, value=value))
+            self.out.arrays[const.name] = value
+        return const.name
+
+
+def as_array(value: torch.Tensor):
+    """float tensors as float64, bool as 0/1 floats (gradflow's comparisons), ints as int64."""
+    value = value.detach()
+    if value.dtype == torch.bool or value.dtype.is_floating_point:
+        return value.double().numpy()
+    return value.long().numpy()

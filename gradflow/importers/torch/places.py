@@ -1,0 +1,80 @@
+"""Which Python frame made a node: the innermost one in the user's own files.
+
+torch's export metadata keeps a trimmed stack without columns, so the importer
+looks at the live stack itself while the graph is traced. A frame is the user's
+when its file is not torch's, gradflow's, the standard library's or another
+installed package's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from functools import lru_cache
+from itertools import islice
+
+import torch
+
+from gradflow.importers.document import Source
+
+# gradflow's own package: three folders up from gradflow/importers/torch/places.py
+_GRADFLOW = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_NOT_USER = tuple({os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _GRADFLOW + os.sep,
+                   *(os.path.abspath(p) + os.sep for p in
+                     (sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")) if p)})
+
+
+@lru_cache(maxsize=4096)
+def is_user_file(filename: str) -> bool:
+    if filename.startswith("<"):
+        return False
+    return not os.path.abspath(filename).startswith(_NOT_USER)
+
+
+def is_user_frame(frame) -> bool:
+    return is_user_file(frame.f_code.co_filename)
+
+
+def position(code, lasti: int, line: int) -> Source:
+    """The place of instruction ``lasti`` of ``code``; 1-based column on Python 3.11+."""
+    col = 1
+    positions = getattr(code, "co_positions", None)
+    if positions is not None and lasti >= 0:
+        found = next(islice(positions(), lasti // 2, None), None)
+        if found and found[0] is not None:
+            line, col = found[0], (found[2] or 0) + 1
+    return Source(os.path.abspath(code.co_filename), line, col)
+
+
+def frame_source(frame) -> Source:
+    return position(frame.f_code, frame.f_lasti, frame.f_lineno)
+
+
+def user_source(depth: int = 1, stop=None) -> Source | None:
+    """The innermost user frame on the current stack below frame ``stop``, or None."""
+    frame = sys._getframe(depth)
+    while frame is not None and frame is not stop:
+        if is_user_file(frame.f_code.co_filename):
+            return frame_source(frame)
+        frame = frame.f_back
+    return None
+
+
+def user_source_in_traceback(tb) -> Source | None:
+    """The innermost user frame of a traceback, or None."""
+    found = None
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            found = position(tb.tb_frame.f_code, tb.tb_lasti, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def display(path: str) -> str:
+    """``path`` relative to the working directory when inside it, else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith(os.pardir) else rel

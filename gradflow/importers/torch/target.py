@@ -1,0 +1,118 @@
+"""``FILE.py:FUNC``: run the user's file and function, check what FUNC returns.
+
+Running a ``.py`` target runs the user's code, as pytest does with a test file.
+The file's folder goes first on ``sys.path`` while it is imported, as
+``python FILE.py`` would, so its sibling modules import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gradflow.errors import ModelError
+from gradflow.importers.document import Source
+from gradflow.importers.torch.places import display, user_source_in_traceback
+
+KEYS = ("module", "inputs", "wrt", "expect", "description")
+
+
+@dataclass
+class Step:
+    """What FUNC returned, checked."""
+    module: torch.nn.Module
+    inputs: tuple
+    wrt: dict
+    expect: dict
+    description: str
+    source: Source                   # FUNC's def line
+
+
+def load_step(file: str, func: str) -> Step:
+    path = Path(file)
+    if not path.is_file():
+        raise ModelError("no such Python file", file, 1, 1)
+    module = run_file(path)
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
+        known = f" (it defines {', '.join(names)})" if names else ""
+        raise ModelError(f"{file} has no function {func!r}{known}", file, 1, 1)
+    source = def_source(fn, path)
+    try:
+        returned = fn()
+    except Exception as e:   # the user's own code failed: point at their line
+        raise located(e, f"{func}() raised {type(e).__name__}: {e}", source) from None
+    return check_returned(returned, func, source)
+
+
+def run_file(path: Path):
+    """Import ``path`` as a fresh module with its folder first on sys.path."""
+    folder = str(path.resolve().parent)
+    name = f"gradflow_step_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, folder)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ModelError(f"syntax error: {e.msg}", display(os.path.abspath(e.filename or path)),
+                         e.lineno or 1, e.offset or 1) from None
+    except Exception as e:
+        raise located(e, f"importing {path} raised {type(e).__name__}: {e}",
+                      Source(str(path.resolve()), 1, 1)) from None
+    finally:
+        if sys.path and sys.path[0] == folder:
+            del sys.path[0]
+    return module
+
+
+def def_source(fn, path: Path) -> Source:
+    try:
+        line = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        line = 1
+    code = getattr(fn, "__code__", None)
+    file = code.co_filename if code is not None else str(path)
+    return Source(os.path.abspath(file), line, 1)
+
+
+def located(error: Exception, message: str, fallback: Source) -> ModelError:
+    """A ModelError at the innermost user frame of ``error``'s traceback (else ``fallback``)."""
+    at = user_source_in_traceback(error.__traceback__) or fallback
+    return ModelError(message, display(at.path), at.line, at.col)
+
+
+def check_returned(value, func: str, source: Source) -> Step:
+    def fail(message):
+        return ModelError(f"{func}() {message}", display(source.path), source.line, source.col)
+    if not isinstance(value, dict):
+        raise fail(f"must return a dict with 'module' and 'inputs', not {type(value).__name__}")
+    unknown = [k for k in value if k not in KEYS]
+    if unknown:
+        raise fail(f"returned an unknown key {unknown[0]!r} (the keys are {', '.join(KEYS)})")
+    for key in ("module", "inputs"):
+        if key not in value:
+            raise fail(f"must return {key!r}")
+    module, inputs = value["module"], value["inputs"]
+    if not isinstance(module, torch.nn.Module):
+        raise fail(f"returned a 'module' that is not a torch.nn.Module but {type(module).__name__}")
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else inputs
+    if not isinstance(inputs, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise fail("returned 'inputs' that are not a tuple of tensors")
+    wrt, expect = value.get("wrt") or {}, value.get("expect") or {}
+    if not isinstance(wrt, dict) or not all(isinstance(v, (list, tuple)) for v in wrt.values()):
+        raise fail("returned a 'wrt' that is not a dict of loss -> list of parameter globs")
+    if not isinstance(expect, dict) or not all(isinstance(v, dict) for v in expect.values()):
+        raise fail("returned an 'expect' that is not a dict of loss -> {status: [globs]}")
+    description = value.get("description") or ""
+    if not isinstance(description, str):
+        raise fail("returned a 'description' that is not a string")
+    return Step(module, tuple(inputs), wrt, expect, description, source)

@@ -1,0 +1,280 @@
+"""An exported program -> an ``Imported`` document: names, leaves, graph lines, losses.
+
+Each aten node becomes one graph line at the user's source place (``aten.py``
+says which expression); a no_grad block's outputs are cut by ``no_grad`` at its
+``with`` line; a custom Function call becomes what probing its backward found.
+Nodes no loss depends on are left out.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+
+import torch
+
+from gradflow.engine import ALIASES, OPS as GRADFLOW_OPS
+from gradflow.errors import ModelError
+from gradflow.importers.document import Imported, Line
+from gradflow.importers.torch.aten import OPS
+from gradflow.importers.torch.call import Alias, Call, Parts, Unsupported
+from gradflow.importers.torch.capture import BLOCK, SOURCE, function_input, function_output
+from gradflow.importers.torch.functions import classify
+from gradflow.importers.torch.leaves import Const, Leaves
+from gradflow.importers.torch.places import display
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+NO_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
+CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+                 "randint_like"}
+
+
+class Translator(Leaves):
+    """Walks the exported graph in order, filling an ``Imported``."""
+
+    def __init__(self, program, step, recorder, imported: Imported):
+        self.program, self.step, self.recorder, self.out = program, step, recorder, imported
+        self.values = {}                    # fx node -> name | Const | Parts | tuple | Python value
+        self.used = set(GRADFLOW_OPS) | set(ALIASES) | {"repeat", "True", "False", "None"}
+        self.call_inputs = {}               # Function call index -> name of its input
+
+    # -- names and lines ---------------------------------------------------------------
+    def unique(self, wanted: str) -> str:
+        base = re.sub(r"\W", "_", wanted).strip("_") or "node"
+        base = base if not base[0].isdigit() else "n" + base
+        # fx numbers repeats name_1, name_2...; a name gradflow reserves (an op's) becomes name_0
+        name, i = base, 0
+        while name in self.used or name.startswith("__"):
+            name = f"{base}_0" if i == 0 else f"{base}_0_{i}"
+            i += 1
+        self.used.add(name)
+        return name
+
+    def source_of(self, node):
+        return node.meta.get(SOURCE) or self.step.source
+
+    def emit(self, node, expr: str, wanted: str | None = None, source=None) -> str:
+        name = self.unique(wanted or node.name)
+        self.out.graph.append(Line((name,), expr, source or self.source_of(node)))
+        return name
+
+    def fail(self, node, message: str) -> ModelError:
+        at = self.source_of(node)
+        return ModelError(message, display(at.path), at.line, at.col)
+
+    def run(self) -> None:
+        spec = self.program.call_spec.out_spec
+        if spec is None or spec.type is not dict:
+            raise self.step_error("module(*inputs) must return a dict of scalar losses")
+        for key in spec.context:
+            if not isinstance(key, str) or not NAME.fullmatch(key) or "." in key or key in self.used:
+                raise self.step_error(f"loss name {key!r} is not an identifier that gradflow can use")
+            self.used.add(key)
+        for what, given in (("wrt", self.step.wrt), ("expect", self.step.expect)):
+            unknown = [k for k in given if k not in spec.context]
+            if unknown:
+                raise self.step_error(f"{what} names {unknown[0]!r}, which module(*inputs) does not return "
+                                      f"(it returns {', '.join(map(str, spec.context))})")
+        self.bind_leaves()
+        outputs = self.graph(self.program.graph, {})
+        for key, node in zip(spec.context, outputs):
+            self.loss(key, node)
+        prune(self.out)
+
+    def step_error(self, message: str) -> ModelError:
+        at = self.step.source
+        return ModelError(message, display(at.path), at.line, at.col)
+
+    def graph(self, graph, bound: dict) -> list:
+        """Translate one fx graph (the program's, or a no_grad block's); its output values.
+        Nodes no output depends on (buffer updates, export's own assertions) are skipped."""
+        needed = ancestors(graph)
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                if node in bound:
+                    self.values[node] = bound[node]
+            elif node.op == "call_function" and node in needed:
+                self.values[node] = self.call(node)
+            elif node.op == "output":
+                return list(node.args[0])
+        return []
+
+    def call(self, node):
+        target = node.target
+        if target is operator.getitem:
+            return self.getitem(node)
+        if target is NO_GRAD_HOP:
+            return self.no_grad_block(node)
+        if target is function_input._opoverload:
+            index = node.args[1]
+            self.call_inputs[index] = self.tensor(node.args[0], node)
+            return self.call_inputs[index]
+        if target is function_output._opoverload:
+            return self.function(node)
+        if not isinstance(target, torch._ops.OpOverload):
+            raise self.fail(node, f"unsupported call {getattr(target, '__name__', target)!r} in the exported graph")
+        folded = self.fold(node)
+        if folded is not None:
+            return folded
+        return self.aten(node)
+
+    def aten(self, node):
+        packet = target_name(node.target)
+        handler = OPS.get(packet) or OPS.get(packet.rstrip("_"))
+        what = f"aten.{packet}.{node.target._overloadname}"
+        if handler is None:
+            raise self.fail(node, f"unsupported op {what}: gradflow has no equivalent "
+                                  f"(`gradflow ops` lists what it has)")
+        try:
+            result = handler(self.call_of(node))
+        except Unsupported as e:
+            raise self.fail(node, f"unsupported op {what} {e}") from None
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+            # arguments of a form the handler does not know: refuse rather than guess
+            raise self.fail(node, f"unsupported op {what} with these arguments ({e})") from None
+        if isinstance(result, Alias):
+            return result.name
+        if isinstance(result, Parts):
+            return result
+        return self.emit(node, result)
+
+    def call_of(self, node) -> Call:
+        args = [self.argument(a, node) for a in node.args]
+        kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
+        shapes = [shape_of(a) for a in node.args]
+        kinds = {**dict(enumerate(map(kind_of, node.args))), **{k: kind_of(v) for k, v in node.kwargs.items()}}
+        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
+
+    def argument(self, value, user):
+        if isinstance(value, torch.fx.Node):
+            return self.tensor(value, user)
+        if isinstance(value, (list, tuple)):
+            return [self.argument(v, user) for v in value]
+        if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+            return str(value)
+        return value
+
+    def tensor(self, node, user) -> str:
+        value = self.values.get(node)
+        if isinstance(value, Const):
+            return self.constant_input(value)
+        if not isinstance(value, str):
+            raise self.fail(user, f"unsupported use of {node.name!r} (a {type(value).__name__}) in the graph")
+        return value
+
+    # -- constants --------------------------------------------------------------------------
+    def fold(self, node):
+        """Evaluate a node whose tensor inputs are all constants (arange, masks, buffers' slices)."""
+        packet = target_name(node.target)
+        inputs = [a for a in node.all_input_nodes]
+        if packet in CONSTANT_LIKE:
+            val = node.meta.get("val")
+            return Const(node.target(torch.zeros(val.shape, dtype=val.dtype), *node.args[1:], **node.kwargs), node.name)
+        if packet == "detach" or packet.endswith("_") or not all(isinstance(self.values.get(a), Const) for a in inputs):
+            return None
+        args = torch.fx.node.map_arg(node.args, lambda a: self.values[a].value)
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: self.values[a].value)
+        try:
+            result = node.target(*args, **kwargs)
+        except RuntimeError:   # not computable eagerly here: translate it as an op instead
+            return None
+        if isinstance(result, torch.Tensor):
+            return Const(result, node.name)
+        return None
+
+    # -- multiple outputs, no_grad blocks, custom Functions ---------------------------------
+    def getitem(self, node):
+        source, index = node.args
+        value = self.values.get(source)
+        if isinstance(value, Parts):
+            part = value.exprs[index]
+            return part.name if isinstance(part, Alias) else self.emit(node, part)
+        if isinstance(value, tuple):
+            return value[index]
+        if isinstance(value, Const) or value is None:
+            return None
+        raise self.fail(node, f"unsupported indexing of {source.name!r}")
+
+    def no_grad_block(self, node):
+        enabled, submodule, *args = node.args
+        graph = getattr(self.program.graph_module, submodule.target).graph
+        places = [n for n in graph.nodes if n.op == "placeholder"]
+        inner = self.graph(graph, {p: self.values.get(a, a) for p, a in zip(places, args)})
+        if enabled:
+            return tuple(self.values.get(n, n) for n in inner)
+        blocks = [n.meta[BLOCK] for n in graph.nodes if BLOCK in n.meta]
+        source = self.recorder.blocks[blocks[0]] if blocks else self.source_of(node)
+        outputs = []
+        for n in inner:
+            value = self.values.get(n, n)
+            carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
+            # integer results (an argmax) carry no gradient anyway: no cut to report
+            outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
+        return tuple(outputs)
+
+    def function(self, node):
+        index = node.args[1]
+        call = self.recorder.calls[index]
+        kind = classify(call)
+        x, y = self.call_inputs[index], self.tensor(node.args[0], node)
+        expr = {"reverse": f"grad_reverse({x})", "scale": f"grad_scale({x}, {kind.factor!r})",
+                "straight": f"{x} + stop_gradient({y} - {x})"}[kind.name]
+        return self.emit(node, expr, call.cls.__name__.lower(), call.source or self.source_of(node))
+
+    def loss(self, key: str, node) -> None:
+        name = self.tensor(node, node)
+        line = next((line for line in self.out.graph if line.targets == (name,)), None)
+        if line is not None and all(user.op == "output" for user in node.users):
+            line.targets = (key,)   # the loss takes the name of the line that computes it
+        else:
+            self.out.graph.append(Line((key,), name, self.source_of(node)))
+        self.out.losses[key] = self.step.wrt.get(key)
+
+
+def prune(out: Imported) -> None:
+    """Leave out lines and constants that no loss depends on."""
+    needed = set(out.losses)
+    for line in reversed(out.graph):
+        if needed.intersection(line.targets):
+            needed.update(NAME.findall(line.expr))
+    out.graph = [line for line in out.graph if needed.intersection(line.targets)]
+    dropped = {t.name for t in out.inputs if t.value is not None and t.name not in needed}
+    out.inputs = [t for t in out.inputs if t.name not in dropped]
+    for name in dropped:
+        out.arrays.pop(name, None)
+
+
+def ancestors(graph) -> set:
+    """The nodes the graph's output depends on."""
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    seen, stack = {output}, [output]
+    while stack:
+        for parent in stack.pop().all_input_nodes:
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
+def target_name(target) -> str:
+    return target._opname if hasattr(target, "_opname") else getattr(target, "__name__", str(target))
+
+
+def shape_of(value):
+    """A node's output shape; for a list of tensors (cat's input, split's output), the list of shapes."""
+    if isinstance(value, (list, tuple)):
+        return [shape_of(v) for v in value]
+    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    if isinstance(val, (list, tuple)) and val and isinstance(val[0], torch.Tensor):
+        return tuple(int(n) for n in val[0].shape)
+    return tuple(int(n) for n in val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def kind_of(value) -> str | None:
+    """"float", "int" or "bool": what a tensor node holds."""
+    val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    if val.dtype == torch.bool:
+        return "bool"
+    return "float" if val.dtype.is_floating_point else "int"

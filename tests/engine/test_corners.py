@@ -1,0 +1,138 @@
+"""Gradient corners where a multiply and a select disagree, against PyTorch as the oracle.
+
+An infinite upstream gradient times a 0/1 mask is NaN; PyTorch selects (gives 0) in
+relu, clamp, max over a dim, maximum/minimum, where and max_pool2d, and multiplies
+(gives NaN) in abs, leaky_relu/elu's negative side and pow's exponent rule. Each op
+here must do what PyTorch does at ties, kinks, clip edges, x == 0 and with infinities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradflow
+from gradflow.engine import Tape
+from gradflow.engine.kernels import dropout_keep
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+pytestmark = pytest.mark.torch
+
+INF, NAN = np.inf, np.nan
+
+
+def torch_max(x, axis=None):
+    return torch.max(x) if axis is None else torch.max(x, dim=axis).values
+
+
+def torch_min(x, axis=None):
+    return torch.min(x) if axis is None else torch.min(x, dim=axis).values
+
+
+def clamp(x, lo, hi):
+    return torch.clamp(x, lo, hi)
+
+
+# (op, torch function, inputs, attrs, upstream gradient)
+CORNERS = {
+    "relu-inf": ("relu", torch.relu, [[-1.0, 0.0, 2.0]], {}, [INF, INF, INF]),
+    "relu-nan-upstream": ("relu", torch.relu, [[-1.0, 0.0, 2.0]], {}, [NAN, NAN, 1.0]),
+    "leaky_relu-inf": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[-1.0, 0.0, 2.0]],
+                       {"slope": 0.2}, [INF, INF, INF]),
+    "leaky_relu-zero-slope": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[-1.0, 0.0, 2.0]],
+                              {"slope": 0.0}, [INF, INF, INF]),
+    "elu-inf": ("elu", lambda x, alpha: F.elu(x, alpha), [[-1000.0, -1.0, 0.0, 2.0]], {"alpha": 1.0},
+                [INF, INF, INF, INF]),
+    "abs-inf-at-zero": ("abs", torch.abs, [[-1.0, 0.0, 2.0]], {}, [INF, INF, INF]),
+    "clip-edges-inf": ("clip", clamp, [[-1.0, 0.0, 0.5, 1.0, 2.0]], {"lo": 0.0, "hi": 1.0},
+                       [INF, INF, INF, INF, INF]),
+    "clip-lo-only": ("clip", clamp, [[-1.0, 0.0, 2.0]], {"lo": 0.0, "hi": None}, [INF, INF, INF]),
+    "clip-hi-only": ("clip", clamp, [[-1.0, 1.0, 2.0]], {"lo": None, "hi": 1.0}, [INF, INF, INF]),
+    "clip-lo-above-hi": ("clip", clamp, [[-1.0, 0.0, 0.5, 1.0, 2.0]], {"lo": 1.0, "hi": 0.0},
+                         [1.0, 1.0, 1.0, 1.0, 1.0]),
+    "max-axis-ties-inf": ("max", torch_max, [[[0.0, -1.0, 0.0], [3.0, 3.0, 1.0]]], {"axis": 1}, [INF, INF]),
+    "max-all-inf": ("max", torch_max, [[[0.0, -1.0], [3.0, 1.0]]], {}, INF),
+    "min-axis-ties-inf": ("min", torch_min, [[[0.0, 1.0, 0.0], [-3.0, 3.0, -3.0]]], {"axis": 1}, [INF, INF]),
+    "min-all-inf": ("min", torch_min, [[[0.0, -1.0], [3.0, 1.0]]], {}, INF),
+    "maximum-ties-inf": ("maximum", torch.maximum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
+    "minimum-ties-inf": ("minimum", torch.minimum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
+    "where-inf": ("where", lambda c, a, b: torch.where(c != 0, a, b),
+                  [[1.0, 0.0, 1.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], {}, [INF, INF, INF]),
+    "max_pool2d-ties-inf": ("max_pool2d", lambda x, kernel: F.max_pool2d(x, kernel),
+                            [[[[[1.0, 1.0], [0.0, 1.0]]]]], {"kernel": 2}, [[[[INF]]]]),
+    "norm-at-zero": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, 1.0),
+    "norm-at-zero-inf": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, INF),
+    "pow-corners": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0],
+                                       [0.5, 3.0, -1.0, -2.0, 0.0, 0.5, 0.0, 2.0]], {}, [1.0] * 8),
+    "pow-corners-inf": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 2.0],
+                                           [3.0, 2.0, -1.0, 0.0, 0.5, 0.0]], {}, [INF] * 6),
+}
+
+
+def tape_grads(name, arrays, attrs, upstream):
+    """Gradients of the op's inputs when ``upstream`` arrives at its output."""
+    tape = Tape()
+    inputs = [tape.param(a) for a in arrays]
+    with np.errstate(all="ignore"):   # the eager forward of out * inf is NaN where out is 0
+        out = tape.apply(name, *inputs, **attrs)
+        loss = tape.apply("sum", out * tape.constant(upstream))
+    grads = tape.backward(loss)
+    return [grads[x.index] for x in inputs]
+
+
+def torch_grads(fn, arrays, attrs, upstream):
+    inputs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*inputs, **attrs)
+    out.backward(torch.as_tensor(np.asarray(upstream, dtype=float)).reshape(out.shape))
+    return [None if x.grad is None else x.grad.numpy() for x in inputs]
+
+
+@pytest.mark.parametrize("corner", list(CORNERS))
+def test_op_gradient_corners_match_torch(corner):
+    name, fn, arrays, attrs, upstream = CORNERS[corner]
+    arrays = [np.asarray(a, dtype=float) for a in arrays]
+    ours = tape_grads(name, arrays, attrs, upstream)
+    theirs = torch_grads(fn, arrays, attrs, upstream)
+    skip = {0} if name == "where" else set()      # no gradient through the condition
+    for k, (mine, other) in enumerate(zip(ours, theirs)):
+        if k in skip:
+            continue
+        np.testing.assert_array_equal(mine, other, err_msg=f"input {k}")  # NaN == NaN here
+
+
+def test_pow_exponent_gradient_is_nan_for_a_negative_base():
+    _, g_exp = tape_grads("pow", [np.array([-2.0]), np.array([2.0])], {}, [1.0])
+    assert np.isnan(g_exp).all()
+
+
+def test_sqrt_of_relu_reports_zero_not_nan_where_relu_is_off(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [4], value: [-1.0, 0.0, 1.0, 4.0]}
+        graph:
+          loss: sum(sqrt(relu(w)))
+        losses: [loss]
+    """)
+    report = gradflow.analyze(gradflow.load(path))
+    x = torch.tensor([-1.0, 0.0, 1.0, 4.0], dtype=torch.float64, requires_grad=True)
+    torch.sqrt(torch.relu(x)).sum().backward()
+    np.testing.assert_array_equal(report.grad("w", "loss"), x.grad.numpy())
+    assert report.status("w", "loss") == "flows"
+    assert not [f for f in report.findings if f.rule == "GF105"]
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+def test_dropout_multiplies_its_mask_as_torch_does(p):
+    """An infinite upstream gradient is NaN on dropped entries, inf on kept ones. torch's
+    mask comes from its own generator, so each is compared with its own mask."""
+    x, upstream = np.ones(64), np.full(64, INF)
+    (ours,) = tape_grads("dropout", [x], {"p": p, "seed": 3}, upstream)
+    keep = dropout_keep((64,), p, 3)
+    np.testing.assert_array_equal(np.isnan(ours), ~keep)
+    np.testing.assert_array_equal(ours[keep], INF)
+    t = torch.tensor(x, requires_grad=True)
+    out = F.dropout(t, p)
+    out.backward(torch.as_tensor(upstream))
+    np.testing.assert_array_equal(np.isnan(t.grad.numpy()), out.detach().numpy() == 0)

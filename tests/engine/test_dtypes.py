@@ -1,0 +1,63 @@
+"""A float32 tape stays float32 in backward, so a gradient that underflows in float32
+(as it does in PyTorch) is reported as zero, not as a float64 number that flows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradflow
+from gradflow.engine import Tape
+
+UNDERFLOW_MODEL = """
+    gradflow: 1
+    inputs:
+      n: {shape: [3], dtype: int, value: [1, 2, 3]}
+      t: {shape: [3], value: [1.0e-30, 1.0e-30, 1.0e-30]}
+      s: {shape: [3], value: [1.0e-30, 1.0e-30, 1.0e-30]}
+    params:
+      w: {shape: [3], init: ones}
+    graph:
+      loss: sum((w * t) * n * s)
+    losses: [loss]
+"""
+
+
+def underflowing_tape(dtype):
+    """loss = sum((w * t) * n * s): w's gradient is t * n * s = ~1e-60, below float32's range."""
+    tape = Tape(dtype)
+    w = tape.param(np.ones(3))
+    t, s = tape.leaf(np.full(3, 1e-30)), tape.leaf(np.full(3, 1e-30))
+    n = tape.leaf(np.array([1, 2, 3]))
+    loss = tape.apply("sum", (w * t) * n * s)
+    return tape, w, loss
+
+
+def test_backward_keeps_float32_through_an_integer_factor():
+    tape, w, loss = underflowing_tape(np.float32)
+    grads = tape.backward(loss, keep=True)
+    assert all(g.dtype == np.float32 for g in grads if g is not None)
+    np.testing.assert_array_equal(grads[w.index], np.zeros(3, dtype=np.float32))
+
+
+def test_backward_in_float64_keeps_the_tiny_gradient():
+    tape, w, loss = underflowing_tape(np.float64)
+    np.testing.assert_allclose(tape.backward(loss)[w.index], [1e-60, 2e-60, 3e-60])
+
+
+def test_float32_analysis_reports_an_underflowed_gradient_as_zero(write_model):
+    path = write_model(UNDERFLOW_MODEL)
+    assert gradflow.analyze(gradflow.load(path, dtype="float32")).status("w", "loss") == "zero"
+    assert gradflow.analyze(gradflow.load(path)).status("w", "loss") == "flows"
+
+
+@pytest.mark.torch
+def test_float32_gradient_matches_torch_float32(write_model):
+    torch = pytest.importorskip("torch")
+    report = gradflow.analyze(gradflow.load(write_model(UNDERFLOW_MODEL), dtype="float32"))
+    w = torch.ones(3, dtype=torch.float32, requires_grad=True)
+    t = s = torch.full((3,), 1e-30, dtype=torch.float32)
+    ((w * t) * torch.tensor([1, 2, 3]) * s).sum().backward()
+    ours = report.grad("w", "loss")
+    assert ours.dtype == np.float32
+    np.testing.assert_array_equal(ours, w.grad.numpy())

@@ -1,0 +1,43 @@
+"""Python targets without torch installed: one located line saying how to install it."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from gradflow.errors import ModelError
+from gradflow.importers import import_python, is_python_target
+
+STEP = "def step():\n    return {}\n"
+
+
+@pytest.fixture
+def no_torch(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+
+
+def test_import_target_names_a_python_file_and_function():
+    assert is_python_target("train.py:step") and is_python_target("dir/train.py")
+    assert not is_python_target("models/gan.yaml")
+    with pytest.raises(ModelError, match="FILE.py:FUNC"):
+        import_python("train.py")
+
+
+def test_import_without_torch_says_how_to_install_it(no_torch, tmp_path):
+    (tmp_path / "step.py").write_text(STEP)
+    with pytest.raises(ModelError, match=r"pip install 'gradflow\[torch\]'"):
+        import_python(f"{tmp_path / 'step.py'}:step")
+
+
+def test_cli_python_target_without_torch_exits_2_with_the_install_hint(no_torch, tmp_path):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    (tmp_path / "step.py").write_text(STEP)
+    for args in (["check", f"{tmp_path / 'step.py'}:step"], ["import", "torch", f"{tmp_path / 'step.py'}:step"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2
+        assert result.stderr.strip().endswith("error: importing a PyTorch model needs torch: "
+                                              "pip install 'gradflow[torch]'")

@@ -1,0 +1,330 @@
+"""The torch importer's capture and mapping: names, leaves, cuts and their places, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradflow.errors import ModelError
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+from gradflow.importers import import_python  # noqa: E402  (needs torch present)
+
+GAN = """
+class Step(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        self.D = nn.Linear(2, 1)
+        self.D.bias.requires_grad_(False)
+
+    def forward(self, z, labels):
+        fake = self.G(z)
+        with torch.no_grad():  # @with
+            score = self.D(fake) * 2
+        d = self.D(fake.detach())  # @detach
+        return {"d_loss": (d + score).mean(), "ce": F.cross_entropy(fake, labels)}
+
+
+def step():  # @def
+    return {"module": Step(), "inputs": (torch.randn(5, 4), torch.randint(0, 2, (5,))),
+            "wrt": {"d_loss": ["D.*"]}, "expect": {"ce": {"flows": ["G.*"]}}, "description": "a GAN step"}
+"""
+
+
+def line_named(imported, name):
+    return next(line for line in imported.graph if name in line.targets)
+
+
+def test_import_keeps_parameter_names_dtypes_and_frozen(step_file):
+    path, _ = step_file(GAN)
+    imported = import_python(f"{path}:step")
+    assert [(p.name, p.shape, p.frozen) for p in imported.params] == [
+        ("G.0.weight", (8, 4), False), ("G.0.bias", (8,), False), ("G.2.weight", (2, 8), False),
+        ("G.2.bias", (2,), False), ("D.weight", (1, 2), False), ("D.bias", (1,), True)]
+    assert [(t.name, t.shape, t.dtype) for t in imported.inputs] == [("z", (5, 4), "float"),
+                                                                  ("labels", (5,), "int")]
+    assert imported.arrays["G.0.weight"].dtype.name == "float64"
+    assert imported.arrays["labels"].dtype.name == "int64"
+    assert imported.losses == {"d_loss": ["D.*"], "ce": None}
+    assert imported.expect == {"ce": {"flows": ["G.*"]}}
+    assert imported.description == "a GAN step"
+
+
+def test_import_detach_is_stop_gradient_and_no_grad_is_cut_at_the_with_line(step_file):
+    path, line_of = step_file(GAN)
+    imported = import_python(f"{path}:step")
+    stops = [line for line in imported.graph if line.expr.startswith(("stop_gradient(", "no_grad("))]
+    assert [(line.expr.split("(")[0], line.source.line, line.source.col) for line in stops] == [
+        ("no_grad", line_of("with"), 9), ("stop_gradient", line_of("detach"), 20)]
+    assert imported.source.line == line_of("def")
+
+
+def test_import_yaml_carries_source_places_relative_to_the_model_folder(step_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a project that keeps its imported models in out/
+    path, line_of = step_file(GAN)
+    text = import_python(f"{path}:step").to_yaml(str(tmp_path / "out"))
+    assert f'source: "../step.py:{line_of("def")}:1"' in text
+    assert f'source: "../step.py:{line_of("detach")}:20"' in text
+    assert "D.bias: {shape: [1], frozen: true" in text
+    assert "labels: {shape: [5], dtype: int" in text
+
+
+def test_import_yaml_source_outside_the_working_directory_stays_absolute(step_file, tmp_path):
+    path, line_of = step_file(GAN)
+    text = import_python(f"{path}:step").to_yaml(str(tmp_path / "out"))
+    assert f'source: "{path}:{line_of("def")}:1"' in text
+
+
+def test_import_tied_parameter_is_one_parameter_under_its_first_name(step_file):
+    path, _ = step_file("""
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(7, 4)
+            self.head = nn.Linear(4, 7, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, idx):
+            return {"loss": self.head(self.emb(idx)).logsumexp(-1).mean()}
+
+
+    def step():
+        return {"module": Tied(), "inputs": (torch.tensor([1, 2, 3]),)}
+    """)
+    imported = import_python(f"{path}:step")
+    assert [p.name for p in imported.params] == ["emb.weight"]
+    assert "take(emb.weight, idx, axis=0)" in [line.expr for line in imported.graph]
+
+
+def test_import_buffers_are_not_parameters_and_their_updates_are_left_out(step_file):
+    path, _ = step_file("""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 4)
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return {"loss": self.bn(self.lin(x)).square().mean()}
+
+
+    def step():
+        return {"module": Net(), "inputs": (torch.randn(6, 3),)}
+    """)
+    imported = import_python(f"{path}:step")
+    assert [p.name for p in imported.params] == ["lin.weight", "lin.bias", "bn.weight", "bn.bias"]
+    assert [t.name for t in imported.inputs] == ["x"]
+    assert not any("running" in line.expr or "num_batches" in line.expr for line in imported.graph)
+
+
+FUNCTIONS = """
+class Reverse(torch.autograd.Function):
+    # gradient reversal written another common way: a copy forward, a negated scale backward
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(torch.tensor(alpha))
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (alpha,) = ctx.saved_tensors
+        return grad.neg() * alpha, None
+
+
+class StraightRound(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Odd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * grad
+
+
+class Net(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.lin, self.kind = nn.Linear(3, 3), kind
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.kind == "reverse":
+            y = Reverse.apply(h, 1.0)  # @reverse
+        elif self.kind == "scale":
+            y = Reverse.apply(h, 0.25)
+        elif self.kind == "straight":
+            y = StraightRound.apply(h)
+        else:
+            y = Odd.apply(h)  # @odd
+        return {"loss": y.sum()}
+
+
+def reverse():
+    return {"module": Net("reverse"), "inputs": (torch.randn(2, 3),)}
+
+
+def scale():
+    return {"module": Net("scale"), "inputs": (torch.randn(2, 3),)}
+
+
+def straight():
+    return {"module": Net("straight"), "inputs": (torch.randn(2, 3),)}
+
+
+def odd():
+    return {"module": Net("odd"), "inputs": (torch.randn(2, 3),)}
+"""
+
+
+@pytest.mark.parametrize("func, expr", [
+    ("reverse", "grad_reverse(linear)"),
+    ("scale", "grad_scale(linear, -0.25)"),
+    ("straight", r"linear + stop_gradient(ROUND - linear)"),
+])
+def test_import_custom_function_is_classified_by_its_backward(step_file, func, expr):
+    path, line_of = step_file(FUNCTIONS)
+    imported = import_python(f"{path}:{func}")
+    exprs = [line.expr for line in imported.graph]
+    rounded = next((line.targets[0] for line in imported.graph if line.expr == "round(linear)"), None)
+    expr = expr.replace("ROUND", str(rounded))
+    assert expr in exprs
+    if func == "reverse":
+        line = imported.graph[exprs.index(expr)]
+        assert (line.source.line, line.source.col) == (line_of("reverse"), 17)
+
+
+def test_import_unknown_custom_function_is_one_located_error_naming_it(step_file):
+    path, line_of = step_file(FUNCTIONS)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:odd")
+    e = caught.value
+    assert (e.line, e.col) == (line_of("odd"), 17)
+    assert "custom autograd Function 'Odd' cannot be analysed" in e.message
+
+
+REFUSED = """
+class Lstm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(3, 4, batch_first=True)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)  # @lstm
+        return {"loss": out.sum()}
+
+
+class Data(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return {"loss": (h.data * x).sum()}  # @data
+
+
+def lstm():
+    return {"module": Lstm(), "inputs": (torch.randn(2, 5, 3),)}
+
+
+def data():
+    return {"module": Data(), "inputs": (torch.randn(2, 3),)}
+
+
+def not_a_dict():  # @not_a_dict
+    return Data()
+"""
+
+
+@pytest.mark.parametrize("func, marker, col, message", [
+    ("lstm", "lstm", 18, "unsupported op aten.lstm.input"),
+    ("data", "data", 26, "'.data' cannot be imported"),
+    ("not_a_dict", "not_a_dict", 1, "not_a_dict() must return a dict"),
+])
+def test_import_refusals_are_located_at_the_users_line(step_file, func, marker, col, message):
+    path, line_of = step_file(REFUSED)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:{func}")
+    e = caught.value
+    assert (e.line, e.col) == (line_of(marker), col)
+    assert e.message.startswith(message)
+
+
+def test_import_missing_function_lists_the_files_functions(step_file):
+    path, _ = step_file(GAN)
+    with pytest.raises(ModelError, match=r"has no function 'stpe' \(it defines step\)"):
+        import_python(f"{path}:stpe")
+
+
+
+def test_import_syntax_error_in_the_file_is_located(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import torch\n\ndef step(:\n    pass\n")
+    with pytest.raises(ModelError, match="syntax error") as caught:
+        import_python(f"{path}:step")
+    assert (caught.value.line, caught.value.col) == (3, 10)
+
+
+def run_cli(*args):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_cli_import_writes_the_model_file_and_its_arrays(step_file, tmp_path):
+    import numpy as np
+    path, line_of = step_file(GAN)
+    out = tmp_path / "models" / "gan.yaml"
+    out.parent.mkdir()
+    result = run_cli("import", "torch", f"{path}:step", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert text.startswith("gradflow: 1\n") and f"step.py:{line_of('detach')}:20" in text
+    with np.load(tmp_path / "models" / "gan.npz") as arrays:
+        assert sorted(arrays.files) == sorted(["G.0.weight", "G.0.bias", "G.2.weight", "G.2.bias", "D.weight",
+                                               "D.bias", "z", "labels"])
+        assert arrays["labels"].dtype == np.int64
+
+
+def test_cli_import_without_output_prints_the_model_file(step_file):
+    path, _ = step_file(GAN)
+    result = run_cli("import", "torch", f"{path}:step")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("gradflow: 1\nname: \"step\"\n")
+
+
+def test_cli_import_never_overwrites_the_python_file(step_file):
+    path, _ = step_file(GAN)
+    before = open(path).read()
+    result = run_cli("import", "torch", f"{path}:step", "-o", path)
+    assert result.exit_code == 2
+    assert "is the Python file being imported" in result.stderr
+    assert open(path).read() == before
+
+
+def test_cli_import_sends_what_the_users_code_prints_to_stderr(step_file):
+    path, _ = step_file(GAN.replace("def step():  # @def\n", "def step():  # @def\n    print('building the GAN')\n"))
+    result = run_cli("import", "torch", f"{path}:step")
+    assert result.stdout.startswith("gradflow: 1\n")
+    assert "building the GAN" in result.stderr
+
+
+def test_import_wrt_naming_a_loss_the_module_does_not_return_points_at_the_def_line(step_file):
+    path, line_of = step_file(GAN.replace('"wrt": {"d_loss"', '"wrt": {"dloss"'))
+    with pytest.raises(ModelError, match=r"wrt names 'dloss', which module\(\*inputs\) does not return "
+                                         r"\(it returns d_loss, ce\)") as caught:
+        import_python(f"{path}:step")
+    assert caught.value.line == line_of("def")
