@@ -22,31 +22,6 @@ class Exit(IntEnum):
     INTERRUPTED = 130   # Ctrl-C (as a process killed by SIGINT reports)
 
 
-class Interrupted(BaseException):
-    """Ctrl-C, raised by gradflow's own SIGINT handler: click would turn a KeyboardInterrupt
-    into 'Aborted!' and exit 1."""
-
-
-def interrupted(signum=None, frame=None):
-    raise Interrupted
-
-
-def stop_interrupted() -> None:
-    click.echo("gradflow: interrupted", err=True)
-    sys.exit(Exit.INTERRUPTED)
-
-
-def stop_closed_stdout() -> None:
-    """The reader of stdout has gone (``| head``): end quietly, and keep Python's final flush
-    of stdout from complaining about the same closed pipe."""
-    import os
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):   # not a real file (a test runner's buffer)
-        pass
-    sys.exit(Exit.PIPE)
-
-
 def parse_dims(ctx, param, values) -> dict:
     dims = {}
     for item in values:
@@ -78,6 +53,7 @@ def fail_on_model_error(func):
 
     @wraps(func)
     def wrapper(*args, **kwargs):
+        from gradflow.cli.endings import Interrupted, stop_closed_stdout, stop_interrupted
         from gradflow.cli.escape import shown
         from gradflow.errors import ModelError
         debug = click.get_current_context().find_root().params.get("debug")
@@ -282,8 +258,8 @@ def run_console(no_color: bool, stderr: bool = False):
 
 
 def main() -> None:
-    import signal
-    signal.signal(signal.SIGINT, interrupted)
+    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted
+    catch_interrupts()
     try:
         cli(prog_name="gradflow")
     except Interrupted:   # before or after a command ran (inside one, its wrapper says it)

@@ -112,3 +112,21 @@ def test_head_closing_the_pipe_leaves_stderr_empty():
     result = subprocess.run(["bash", "-c", "set -o pipefail; " + script], cwd=ROOT, capture_output=True)
     assert result.stdout == b'{\n  "forma' and result.stderr == b""
     assert result.returncode in (0, 141)
+
+
+def test_ctrl_c_pressed_repeatedly_still_prints_one_line(tmp_path):
+    for k in range(4):
+        (tmp_path / f"slow{k}.yaml").write_text(SLOW)
+    process = gradflow("check", tmp_path, "-j", "2", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while len(children(process.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    workers = children(process.pid)
+    for _ in range(5):
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(0.002)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and err == b"gradflow: interrupted\n"
+    time.sleep(0.5)
+    assert [w for w in workers if alive(w)] == []
