@@ -52,18 +52,22 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads child processes from /proc")
+def checking(folder, jobs: str):
+    """A `check -j JOBS` of slow models, well inside its first files: (process, worker pids)."""
+    for k in range(4):
+        (folder / f"slow{k}.yaml").write_text(SLOW)
+    process = gradflow("check", folder, "-j", jobs, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while jobs != "1" and len(children(process.pid)) < int(jobs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)   # each file takes seconds
+    assert process.poll() is None, "the check ended before it could be interrupted"
+    return process, children(process.pid)
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_ctrl_c_prints_one_line_stops_workers_and_exits_130(tmp_path, jobs):
-    for k in range(4):
-        (tmp_path / f"slow{k}.yaml").write_text(SLOW)
-    process = gradflow("check", tmp_path, "-j", jobs, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while jobs == "2" and len(children(process.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.5)   # well inside the first file (each takes seconds)
-    workers = children(process.pid)
-    assert process.poll() is None, "the check ended before it could be interrupted"
+    process, workers = checking(tmp_path, jobs)
     sent = time.monotonic()
     os.killpg(process.pid, signal.SIGINT)   # as a terminal does: the whole process group
     out, err = process.communicate(timeout=30)
@@ -75,19 +79,23 @@ def test_ctrl_c_prints_one_line_stops_workers_and_exits_130(tmp_path, jobs):
 
 
 def test_ctrl_c_to_the_main_process_alone_still_stops_the_workers(tmp_path):
-    for k in range(4):
-        (tmp_path / f"slow{k}.yaml").write_text(SLOW)
-    process = gradflow("check", tmp_path, "-j", "2", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while len(children(process.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)
-    workers = children(process.pid)
+    process, workers = checking(tmp_path, "2")
     os.kill(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130 and err == b"gradflow: interrupted\n"
     time.sleep(1.0)
     assert workers and [w for w in workers if alive(w)] == []
+
+
+def test_ctrl_c_pressed_repeatedly_still_prints_one_line(tmp_path):
+    process, workers = checking(tmp_path, "2")
+    for _ in range(5):
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(0.002)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and err == b"gradflow: interrupted\n"
+    time.sleep(0.5)
+    assert [w for w in workers if alive(w)] == []
 
 
 COMMANDS = [["check", MODELS, "--format", fmt] for fmt in ("text", "json", "junit", "sarif", "markdown")] + [
@@ -112,21 +120,3 @@ def test_head_closing_the_pipe_leaves_stderr_empty():
     result = subprocess.run(["bash", "-c", "set -o pipefail; " + script], cwd=ROOT, capture_output=True)
     assert result.stdout == b'{\n  "forma' and result.stderr == b""
     assert result.returncode in (0, 141)
-
-
-def test_ctrl_c_pressed_repeatedly_still_prints_one_line(tmp_path):
-    for k in range(4):
-        (tmp_path / f"slow{k}.yaml").write_text(SLOW)
-    process = gradflow("check", tmp_path, "-j", "2", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while len(children(process.pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)
-    workers = children(process.pid)
-    for _ in range(5):
-        os.killpg(process.pid, signal.SIGINT)
-        time.sleep(0.002)
-    _, err = process.communicate(timeout=30)
-    assert process.returncode == 130 and err == b"gradflow: interrupted\n"
-    time.sleep(0.5)
-    assert [w for w in workers if alive(w)] == []
