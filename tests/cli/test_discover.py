@@ -37,6 +37,8 @@ def checked(result) -> list:
     "description: |\n" + "  a long description line\n" * 50_000 + "gradflow: 1\n",
     "name: x\n# gradflow: 0\ngradflow: 1\n",
     "--- !!map\ngradflow: 1\n",
+    "run: !!python/object/apply:os.system ['exit 3']\ngradflow: 1\n",   # seen, never constructed
+    "%YAML 1.1\n---\ngradflow: 1\n",
 ])
 def test_discover_model_by_its_parsed_top_level_keys(text):
     assert declares_model(text.encode("utf-8"))
@@ -52,6 +54,8 @@ def test_discover_model_by_its_parsed_top_level_keys(text):
     "gradflow\n",
     "gradfow: 1\n",
     "{a: 1, b: {gradflow: 1}}\n",
+    "? [gradflow]\n: 1\n",
+    "run: !!python/object/apply:os.system ['exit 3']\n",
     "",
 ])
 def test_discover_not_a_model_when_gradflow_is_not_a_top_level_key(text):

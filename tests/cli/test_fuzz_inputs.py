@@ -84,6 +84,7 @@ def assert_contract(r: dict) -> None:
     where = f"gradflow {' '.join(r['args'])}"
     assert r["crash"] is None, f"{where}: {r['crash']}"
     assert "Traceback" not in r["stderr"] and "internal error" not in r["stderr"], f"{where}: {r['stderr']}"
+    assert "allow_pickle" not in r["stderr"], f"{where}: numpy's advice reached the user"
     assert r["seconds"] < SECONDS, f"{where}: took {r['seconds']:.2f} s"
     assert not RAW_CONTROL.search(r["stderr"] + r["stdout"]), f"{where}: raw control character"
     lines = [line for line in r["stderr"].splitlines() if not line.startswith("warning: ")]
