@@ -40,32 +40,56 @@ def load_weights(model, path: str) -> None:
     A shape or dtype mismatch is an error at the tensor's definition; a key that
     names nothing is a warning (the model may simply not use it).
     """
-    path = str(path)
+    archive = Archive(str(path))
     tensors = {**model.inputs, **model.params}
-    with open_regular(path, "weights") as f:
-        for info in members(f, path):
+    try:
+        for info in members(archive):
             key = info.filename[:-len(".npy")]
             if key not in tensors:
                 model.warnings.append(f"{path}: weights key {key!r} names no parameter or input; ignored")
                 continue
-            model.weights[key] = Member(path, info.filename, *header(f, info, path))
+            model.weights[key] = Member(archive, info.filename, *header(archive, info))
             model.weights[key].check(key, tensors[key], model)
+    finally:
+        archive.close()
+    archive.unread = len(model.weights)
 
 
-def members(f, path: str) -> list:
+class Archive:
+    """The weights file, opened when its directory or a member is read, closed in between:
+    the zip directory is parsed once per opening, not once per member."""
+
+    def __init__(self, path: str):
+        self.path, self.file, self.zip, self.unread = path, None, None, 0
+
+    def open(self) -> zipfile.ZipFile:
+        if self.zip is None:
+            self.file = open_regular(self.path, "weights")
+            try:
+                self.zip = zipfile.ZipFile(self.file)
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+                self.close()
+                raise WeightsError(self.path, f"cannot read weights: not a valid .npz archive ({e})") from None
+        return self.zip
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+        self.file = self.zip = None
+
+
+def members(archive: Archive) -> list:
     """The archive's members, each a ``NAME.npy`` of plausible size; nothing is decompressed."""
+    path = archive.path
     try:
-        count, directory = central_directory(f, path)
+        with open_regular(path, "weights") as f:
+            count, directory = central_directory(f, path)
     except OSError as e:   # a file that stat() calls regular but that cannot be sought or read
         raise WeightsError(path, f"cannot read weights: {e.strerror or e}") from None
     if count > MAX_MEMBERS or directory > MAX_DIRECTORY:
         raise WeightsError(path, f"cannot read weights: the archive lists {count:,} members in "
                                  f"{human_bytes(directory)} (at most {MAX_MEMBERS:,})")
-    f.seek(0)
-    try:
-        infos = zipfile.ZipFile(f).infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
-        raise WeightsError(path, f"cannot read weights: not a valid .npz archive ({e})") from None
+    infos = archive.open().infolist()
     seen = set()
     for info in infos:
         if not info.filename.endswith(".npy") or info.is_dir():
@@ -102,11 +126,11 @@ def central_directory(f, path: str) -> tuple[int, int]:
     return count, directory
 
 
-def header(f, info, path: str) -> tuple:
+def header(archive: Archive, info) -> tuple:
     """(shape, dtype, fortran_order, data offset) from a member's .npy header alone."""
-    name = info.filename
+    name, path = info.filename, archive.path
     try:
-        with zipfile.ZipFile(f).open(info) as member:
+        with archive.open().open(info) as member:
             version = npy.read_magic(member)
             read = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
             if read is None:
@@ -135,8 +159,9 @@ def first_line(error: Exception) -> str:
 class Member:
     """One checked array of the archive; its data is read when numpy asks for it."""
 
-    def __init__(self, path: str, name: str, shape: tuple, dtype, fortran: bool, offset: int):
-        self.path, self.name, self.shape, self.dtype = path, name, shape, dtype
+    def __init__(self, archive: Archive, name: str, shape: tuple, dtype, fortran: bool, offset: int):
+        self.archive, self.path, self.name = archive, archive.path, name
+        self.shape, self.dtype = shape, dtype
         self.fortran, self.offset = fortran, offset
         self.at = None   # (model path, line, col) of the tensor it fills
 
@@ -157,7 +182,7 @@ class Member:
     def read(self) -> np.ndarray:
         nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         try:
-            with open_regular(self.path, "weights") as f, zipfile.ZipFile(f).open(self.name) as member:
+            with self.archive.open().open(self.name) as member:
                 member.read(self.offset)
                 raw = member.read(nbytes)
                 if len(raw) != nbytes or member.read(1):
@@ -165,6 +190,10 @@ class Member:
         except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
             raise WeightsError(self.path, f"cannot read weights: member {self.name!r} is damaged "
                                           f"({first_line(e)})") from None
+        finally:
+            self.archive.unread -= 1
+            if self.archive.unread <= 0:   # the last member: nothing keeps the file open
+                self.archive.close()
         flat = np.frombuffer(raw, dtype=self.dtype)
         return flat.reshape(self.shape, order="F" if self.fortran else "C")
 
