@@ -69,7 +69,8 @@ class Archive:
                 self.zip = zipfile.ZipFile(self.file)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
                 self.close()
-                raise WeightsError(self.path, f"cannot read weights: not a valid .npz archive ({e})") from None
+                raise WeightsError(self.path, f"cannot read weights: not a valid .npz archive "
+                                              f"({e})") from None
         return self.zip
 
     def close(self) -> None:

@@ -83,7 +83,8 @@ def test_check_directory_with_a_misspelt_key_exits_2(tmp_path):
 def test_check_directory_finds_flow_style_bom_and_quoted_models(tmp_path):
     (tmp_path / "a.yaml").write_text("\ufeff" + MINIMAL, encoding="utf-8")
     (tmp_path / "b.yaml").write_text(MINIMAL.replace("gradflow: 1", '"gradflow": 1'))
-    (tmp_path / "c.yml").write_text("{gradflow: 1, params: {w: {value: 1.0}}, graph: {z: w * w}, losses: [z]}\n")
+    (tmp_path / "c.yml").write_text("{gradflow: 1, params: {w: {value: 1.0}}, graph: {z: w * w}, "
+                                    "losses: [z]}\n")
     (tmp_path / "d.yaml").write_text("description: |\n  gradflow: 1\n")
     result = run("check", tmp_path, "--format", "json")
     assert result.exit_code == 0, result.output
@@ -209,7 +210,7 @@ def test_check_worker_that_dies_costs_only_its_own_file(tmp_path, monkeypatch):
     result = run("check", tmp_path, "--format", "json", "-j", "2")
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"{tmp_path / 'b.yaml'}:1:1: error: internal error: WorkerDied: the process checking this "
-                           "file died")
+    assert line.startswith(f"{tmp_path / 'b.yaml'}:1:1: error: internal error: WorkerDied: "
+                           "the process checking this file died")
     doc = json.loads(result.stdout)
     assert [f.get("error") is None for f in doc["files"]] == [True, False, True, True]

@@ -111,7 +111,8 @@ def header(rng) -> bytes:
     descr = rng.choice(DESCRS)
     shape = rng.choice(SHAPES) if rng.random() < 0.9 else "'not a shape'"
     text = "{'descr': %s, 'fortran_order': %s, 'shape': %s, }" % (
-        descr if descr.startswith(("[", "{", "'")) else repr(descr), rng.choice(["False", "True", "1"]), shape)
+        descr if descr.startswith(("[", "{", "'")) else repr(descr), rng.choice(["False", "True", "1"]),
+        shape)
     body = text.encode("latin1") + b" " * (rng.randrange(64) if rng.random() < 0.8 else 70000) + b"\n"
     major = rng.choice([1, 1, 2, 3]) if len(body) < 65536 else 2
     length = len(body).to_bytes(2 if major == 1 else 4, "little")
@@ -146,7 +147,8 @@ def random_weights(rng) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=rng.choice([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])) as z:
         pool = MEMBER_NAMES if kind == "names" else ["x.npy", "y.npy", "idx.npy"]
-        names = [rng.choice(pool) for _ in range(3)] if kind == "names" else rng.sample(pool, rng.randrange(1, 4))
+        names = ([rng.choice(pool) for _ in range(3)] if kind == "names"
+                 else rng.sample(pool, rng.randrange(1, 4)))
         for name in names:
             if kind == "dtype":
                 dtype = rng.choice(["int8", "uint64", "bool", "complex128", "U3", "float16", "datetime64[s]",
@@ -214,12 +216,14 @@ def special_files(folder) -> dict:
 
 def test_fuzz_special_files_are_refused_fast_in_bounded_memory(tmp_path):
     files = special_files(tmp_path)
-    models = [files[n] for n in sorted(files) if n.endswith(".yaml")] + ["/dev/zero", "/dev/stdin", "/dev/null"]
+    models = [files[n] for n in sorted(files) if n.endswith(".yaml")]
+    models += ["/dev/zero", "/dev/stdin", "/dev/null"]
     archives = [files["pipe.npz"], files["bomb.npz"], files["sparse.yaml"], files["dir.yaml"], "/dev/zero",
                 "/dev/stdin", files["mem.yaml"]]
     cases = [[command, m] for m in models for command in ("analyze", "check", "why", "graph", "gradcheck")]
     cases += [["analyze", TAPE, "--weights", w] for w in archives]
-    cases += [["analyze", TAPE, "--save-grads", t] for t in ("/dev/null", files["fifo.yaml"], files["dir.yaml"])]
+    targets = ("/dev/null", files["fifo.yaml"], files["dir.yaml"])
+    cases += [["analyze", TAPE, "--save-grads", t] for t in targets]
     cases.append(["analyze", files["big_param.yml"], "--weights", files["fits.npz"]])   # memory estimate
     results = run_cases(cases + [["analyze", files["big_param.yml"], "--weights", files["fits.npz"],
                                   "--structural", "--format", "json"]], tmp_path)
@@ -245,7 +249,8 @@ def test_fuzz_directory_of_special_files_reports_each_once(tmp_path):
     errors = [line for line in r["stderr"].splitlines() if not line.startswith("warning: ")]
     # dir.yaml is a directory (walked); sparse.yaml and binary.yaml are read (16 MiB at most)
     # and hold no gradflow key; big.yaml is a model too large to load.
-    unreadable = [n for n in files if n.endswith(".yaml") and n not in ("dir.yaml", "sparse.yaml", "binary.yaml")]
+    read = ("dir.yaml", "sparse.yaml", "binary.yaml")
+    unreadable = [n for n in files if n.endswith(".yaml") and n not in read]
     unreadable.append("big_param.yml")   # readable, and refused by the memory estimate
     assert r["code"] == 2 and r["seconds"] < SECONDS and "internal error" not in r["stderr"]
     assert sorted(LOCATED.fullmatch(e)["path"].rsplit("/", 1)[1] for e in errors) == sorted(unreadable)
@@ -280,7 +285,8 @@ def test_fuzz_file_names_are_escaped_in_every_format(tmp_path):
             f.write(MINIMAL if k % 2 else MINIMAL.replace("w * w", "w * nope"))
         if not k % 2:
             bad.add(name)
-    cases = [["check", scan, "--format", fmt] for fmt in ("text", "json", "junit", "sarif", "github", "markdown")]
+    formats = ("text", "json", "junit", "sarif", "github", "markdown")
+    cases = [["check", scan, "--format", fmt] for fmt in formats]
     cases.append(["check", scan, "-j", "2"])
     for r in run_cases(cases, tmp_path):
         assert r["code"] == 2 and "internal error" not in r["stderr"] and r["crash"] is None

@@ -98,10 +98,10 @@ def test_ctrl_c_pressed_repeatedly_still_prints_one_line(tmp_path):
     assert [w for w in workers if alive(w)] == []
 
 
+GAN = MODELS / "gan.yaml"
 COMMANDS = [["check", MODELS, "--format", fmt] for fmt in ("text", "json", "junit", "sarif", "markdown")] + [
-    ["check", MODELS, "-j", "2"], ["analyze", MODELS / "gan.yaml"], ["analyze", MODELS / "gan.yaml", "--format", "json"],
-    ["analyze", MODELS / "gan.yaml", "--format", "markdown"], ["why", MODELS / "gan.yaml", "G.w1"],
-    ["graph", MODELS / "gan.yaml"], ["graph", MODELS / "gan.yaml", "--format", "dot"],
+    ["check", MODELS, "-j", "2"], ["analyze", GAN], ["analyze", GAN, "--format", "json"],
+    ["analyze", GAN, "--format", "markdown"], ["why", GAN, "G.w1"], ["graph", GAN], ["graph", GAN, "--format", "dot"],
     ["gradcheck", MODELS / "stop_gradient_tape.yaml"], ["ops"], ["schema"]]
 
 

@@ -92,7 +92,7 @@ def test_line_endings_do_not_move_error_places(tmp_path, text, place, newline):
 
 @pytest.mark.parametrize("columns", ["0", "1", "-3", "abc", "100000000", "9" * 5000])
 def test_any_columns_value_still_prints_the_table(columns):
-    result = run("analyze", str(MODELS / "stop_gradient_tape.yaml"), env={"COLUMNS": columns, "LINES": columns})
+    result = run("analyze", MODELS / "stop_gradient_tape.yaml", env={"COLUMNS": columns, "LINES": columns})
     assert result.exit_code == 0
     assert "stop_gradient_tape" in result.stdout and "flows 7" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 1000

@@ -9,8 +9,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gradflow.cli.render.console import console
 from gradflow.cli.escape import shown
+from gradflow.cli.render.console import console
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "dim",
          "error": "bold red", "warning": "yellow"}

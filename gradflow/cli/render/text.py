@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gradflow.cli.render.console import console
 from gradflow.cli.escape import shown
+from gradflow.cli.render.console import console
 
 STYLE = {"error": "bold red", "warning": "yellow"}
 
