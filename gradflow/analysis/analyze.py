@@ -52,7 +52,8 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
             add_counterfactuals(model, stops, grads, pairs, loss_name)
             norms = {c: cut_norm(model, grads, c) for c in flow.behind if c.kind == "explicit"}
         per_loss[loss_name] = (flow, norms)
-    params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n]) for n, t in model.params.items()]
+    params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n], n in model.frozen)
+              for n, t in model.params.items()]
     report = Report(model_info(model, structural), loss_reports(model, structural), params,
                     stop_reports(graph, per_loss), grads=grads_kept, version=version, settings=settings)
     report.findings = evaluate(report, model, settings)

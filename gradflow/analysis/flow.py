@@ -30,9 +30,25 @@ class Cut:
     kind: str             # explicit | implicit
     line: int
     col: int
+    file: str | None = None   # the model file, or an imported model's Python file
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "op": self.op, "kind": self.kind, "line": self.line, "col": self.col}
+        return {"node": self.node, "op": self.op, "kind": self.kind, "file": self.file,
+                "line": self.line, "col": self.col}
+
+    def where(self, model_path: str | None = None) -> str:
+        """'line 12:7' in the model file itself, 'train.py:42:17' elsewhere."""
+        if self.file is None or self.file == model_path:
+            return f"line {self.line}:{self.col}"
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+def cut_of(index: int, node, kind: str) -> Cut:
+    """The Cut record of tape node ``node`` (named after the graph entry that holds it)."""
+    info = node.meta
+    if info is None:
+        return Cut(index, f"#{index}", node.op.name, kind, 0, 0)
+    return Cut(index, info.entry, node.op.name, kind, info.line, info.col, info.file)
 
 
 @dataclass
@@ -82,10 +98,7 @@ class Graph:
         culprit = node
         if node.op.kind not in KIND_OF_OP and parent.op is not None and parent.op.kind in KIND_OF_OP:
             culprit = parent
-        kind = KIND_OF_OP.get(culprit.op.kind, "implicit")
-        info = culprit.meta
-        return Cut(culprit.index, info.entry if info else f"#{culprit.index}", culprit.op.name, kind,
-                   info.line if info else 0, info.col if info else 0)
+        return cut_of(culprit.index, culprit, KIND_OF_OP.get(culprit.op.kind, "implicit"))
 
     def flow(self, loss) -> LossFlow:
         reached, open_, cut_edges = {loss.index}, {loss.index}, []
@@ -128,7 +141,5 @@ class Graph:
         out = []
         for node in self.nodes:
             if node.op is not None and node.op.kind in KIND_OF_OP:
-                info = node.meta
-                out.append(Cut(node.index, info.entry if info else f"#{node.index}", node.op.name,
-                               KIND_OF_OP[node.op.kind], info.line if info else 0, info.col if info else 0))
+                out.append(cut_of(node.index, node, KIND_OF_OP[node.op.kind]))
         return out

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from gradflow.analysis.flow import Cut
+from gradflow.analysis.flow import cut_of
 
 
 def grad_stats(g) -> dict:
@@ -64,8 +64,7 @@ def dies_at(graph, grads: list, param, open_: set) -> list:
             continue
         if any(carries and p.index in downstream and all_zero(grads[p.index])
                for p, carries in graph.edges(node)):
-            info = node.meta
-            places.append(Cut(i, info.entry, node.op.name, "zero", info.line, info.col))
+            places.append(cut_of(i, node, "zero"))
     return places
 
 

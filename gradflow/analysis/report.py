@@ -43,10 +43,11 @@ class ParamReport:
     size: int
     line: int
     grads: dict                     # loss -> Pair
+    frozen: bool = False
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "size": self.size, "line": self.line,
-                "grads": {loss: pair.to_dict() for loss, pair in self.grads.items()}}
+                "frozen": self.frozen, "grads": {loss: pair.to_dict() for loss, pair in self.grads.items()}}
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Finding:
     loss: str | None = None
     param: str | None = None
     node: str | None = None
+    file: str | None = None         # where line and col are: the model file, or an imported model's .py
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

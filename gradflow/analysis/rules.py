@@ -125,7 +125,8 @@ class Context:
         severity = self.settings.severity(rule)
         if severity != "off":
             line, col = place if isinstance(place, tuple) else (place.line, place.col)
-            self.found.append(Finding(rule, severity, message, self.model.path, line, col, **where))
+            file = getattr(place, "file", None) or self.model.path
+            self.found.append(Finding(rule, severity, message, self.model.path, line, col, file=file, **where))
 
 
 def matches(glob: str, names) -> list:
@@ -133,32 +134,34 @@ def matches(glob: str, names) -> list:
 
 
 def trainable(model) -> set:
-    """Parameters some loss declares in its wrt; every parameter when no loss declares wrt."""
+    """Parameters some loss declares in its wrt; every parameter when no loss declares wrt.
+    A frozen parameter is never trainable."""
     declared = [l.wrt for l in model.spec.losses.values() if l.wrt is not None]
     if not declared:
-        return set(model.params)
-    return {n for wrt in declared for glob, _ in wrt for n in matches(glob, model.params)}
+        return set(model.params) - model.frozen
+    return {n for wrt in declared for glob, _ in wrt for n in matches(glob, model.params)} - model.frozen
 
 
-def why(pair) -> str:
-    """A short reason for a pair's status, for messages."""
+def why(pair, path: str | None = None) -> str:
+    """A short reason for a pair's status, for messages (``path``: the model file, whose
+    places are shown as lines; others as FILE:LINE:COL)."""
     if pair.status == "blocked":
-        return "blocked by " + ", ".join(f"{c.op} in {c.node} (line {c.line}:{c.col})" for c in pair.cut_by)
+        return "blocked by " + ", ".join(f"{c.op} in {c.node} ({c.where(path)})" for c in pair.cut_by)
     if pair.status == "unreachable":
         return "no path from the parameter to the loss"
     if pair.status == "zero":
-        where = ", ".join(f"{c.op} in {c.node} (line {c.line})" for c in pair.dies_at)
+        where = ", ".join(f"{c.op} in {c.node} ({c.where(path)})" for c in pair.dies_at)
         return "the gradient is exactly zero" + (f"; it dies at {where}" if where else "")
     return "gradient flows" + (f" (norm {pair.norm:.3g})" if pair.norm is not None else "")
 
 
-def actual(pair) -> str:
+def actual(pair, path: str | None = None) -> str:
     """What a pair really is, phrased to follow "expected X to be S, but ..."."""
     if pair.status == "flows":
-        return why(pair)
+        return why(pair, path)
     if pair.status == "unreachable":
-        return f"it is unreachable: {why(pair)}"
-    return f"it is {why(pair)}" if pair.status == "blocked" else f"it is zero: {why(pair)}"
+        return f"it is unreachable: {why(pair, path)}"
+    return f"it is {why(pair, path)}" if pair.status == "blocked" else f"it is zero: {why(pair, path)}"
 
 
 def check_expect(ctx: Context) -> None:
@@ -176,7 +179,7 @@ def check_expect(ctx: Context) -> None:
                     # Structure alone cannot tell a zero gradient from a flowing one.
                     if pair.status == status or (structural and {status, pair.status} == {"flows", "zero"}):
                         continue
-                    ctx.add("GF100", f"{loss}: expected {name} to be {status}, but {actual(pair)}",
+                    ctx.add("GF100", f"{loss}: expected {name} to be {status}, but {actual(pair, model.path)}",
                             place, loss=loss, param=name)
 
 
@@ -193,29 +196,34 @@ def check_wrt(ctx: Context) -> None:
                         f"{did_you_mean(glob, model.params)}", place, loss=loss.name)
             for name in names:
                 inside.add(name)
+                if name in model.frozen:
+                    ctx.add("GF101", f"{loss.name}: wrt {glob!r} includes {name}, which is frozen "
+                            "(no optimizer updates it): leave it out of wrt, or drop frozen: true",
+                            place, loss=loss.name, param=name)
+                    continue
                 pair = report.pair(name, loss.name)
                 if pair.status != "flows":
                     ctx.add("GF103", f"{loss.name} is meant to train {name} (wrt) but sends it no gradient: "
-                            f"{why(pair)}", place, loss=loss.name, param=name)
+                            f"{why(pair, model.path)}", place, loss=loss.name, param=name)
         for name in model.params:
-            if name not in inside and report.pair(name, loss.name).status == "flows":
+            if name not in inside and name not in model.frozen and report.pair(name, loss.name).status == "flows":
                 ctx.add("GF104", f"{loss.name} sends gradient into {name}, which is outside its wrt",
-                        model.places[name], loss=loss.name, param=name)
+                        model.sources[name], loss=loss.name, param=name)
 
 
 def check_params(ctx: Context) -> None:
     report, model, settings = ctx.report, ctx.model, ctx.settings
     train = trainable(model)
     for p in report.params:
-        place = model.places[p.name]
+        place = model.sources[p.name]
         # A zero gradient still arrives along a path: that is GF107's warning, not this error.
         if p.name in train and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values()):
-            reasons = "; ".join(f"{loss}: {why(pair)}" for loss, pair in p.grads.items())
+            reasons = "; ".join(f"{loss}: {why(pair, model.path)}" for loss, pair in p.grads.items())
             ctx.add("GF102", f"{p.name} receives gradient from no loss ({reasons})", place, param=p.name)
         for loss, pair in p.grads.items():
             where = {"loss": loss, "param": p.name}
             if pair.status == "zero":
-                ctx.add("GF107", f"{loss} -> {p.name}: {why(pair)}", place, **where)
+                ctx.add("GF107", f"{loss} -> {p.name}: {why(pair, model.path)}", place, **where)
             if pair.nonfinite:
                 ctx.add("GF105", f"{loss} -> {p.name}: {pair.nonfinite} gradient entries are NaN or "
                         "infinite", place, **where)
@@ -231,13 +239,14 @@ def check_params(ctx: Context) -> None:
 def check_losses_and_stops(ctx: Context) -> None:
     for loss in ctx.report.losses:
         if loss.value is not None and not math.isfinite(loss.value):
-            place = ctx.model.spec.losses[loss.name].place
+            spec = ctx.model.spec.losses[loss.name]
+            place = spec.source or spec.place
             ctx.add("GF105", f"loss {loss.name} is {loss.value}", place, loss=loss.name)
     for stop in ctx.report.stops:
         if stop.redundant:
             c = stop.cut
             ctx.add("GF106", f"{c.op} in {c.node} cuts no parameter from any loss: it is redundant",
-                    (c.line, c.col), node=c.node)
+                    c, node=c.node)
 
 
 CHECKS = (check_expect, check_wrt, check_params, check_losses_and_stops)
@@ -248,4 +257,4 @@ def evaluate(report, model, settings: Settings) -> list:
     ctx = Context(report, model, settings)
     for check in CHECKS:
         check(ctx)
-    return sorted(ctx.found, key=lambda f: (f.line, f.col, f.rule))
+    return sorted(ctx.found, key=lambda f: (f.file, f.line, f.col, f.rule))

@@ -175,7 +175,7 @@ def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_mem
     from gradflow.cli.render import why as render_why
     results = run.why(model, param, losses=losses, limit=limit, dims=dims, seed=seed, dtype=dtype,
                       structural=structural, max_memory=max_memory)
-    render_why.render(param, results, ctx.obj["no_color"])
+    render_why.render(param, results, ctx.obj["no_color"], model)
 
 
 @cli.command()
@@ -191,7 +191,7 @@ def graph(ctx, model, fmt, losses, dims):
     from gradflow.cli import run
     from gradflow.cli.render import graph as render_graph
     entries, edges, kinds, roots = run.entry_graph(model, losses=losses, dims=dims)
-    render_graph.render(fmt, entries, edges, kinds, roots, ctx.obj["no_color"])
+    render_graph.render(fmt, entries, edges, kinds, roots, ctx.obj["no_color"], model)
 
 
 @cli.command()

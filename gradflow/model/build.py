@@ -33,7 +33,9 @@ class Model:
     tape: Tape
     inputs: dict = field(default_factory=dict)       # name -> Tensor
     params: dict = field(default_factory=dict)       # name -> Tensor, file order then instances
-    places: dict = field(default_factory=dict)       # param or input name -> Place
+    places: dict = field(default_factory=dict)       # param or input name -> Place in the model file
+    sources: dict = field(default_factory=dict)      # the same -> Place reports point at (source:)
+    frozen: set = field(default_factory=set)         # params marked frozen: true
     entries: dict = field(default_factory=dict)      # top-level graph name -> Tensor
     losses: dict = field(default_factory=dict)       # loss name -> scalar Tensor
     inits: dict = field(default_factory=dict)        # leaf name -> (kind, args) or ("value", array)
@@ -169,8 +171,9 @@ class Builder(ModuleCalls):
                 self.calling_entry = entry.key
             if entry.tree is None:
                 value = self.tape.constant(entry.number)
-                value.meta = NodeInfo(qualified, "constant", entry.origin.line, entry.origin.col,
-                                      self.calling_entry)
+                place = entry.source or Place(entry.origin.line, entry.origin.col, self.path)
+                value.meta = NodeInfo(qualified, "constant", place.line, place.col, self.calling_entry,
+                                      place.file)
             else:
                 value = Evaluator(self, scope, qualified).eval(entry.tree)
             self.bind_targets(entry, value, scope)
@@ -217,8 +220,12 @@ class Builder(ModuleCalls):
             self.model.inits[name] = (init.kind, args)
         dtype = np.int64 if is_int else self.tape.dtype
         tensor = self.tape.leaf(shape=shape, dtype=dtype, requires_grad=is_param,
-                                meta=NodeInfo(name, "param" if is_param else "input", t.place.line, t.place.col))
+                                meta=NodeInfo(name, "param" if is_param else "input", t.place.line, t.place.col,
+                                              file=self.path))
         self.model.places[name] = t.place
+        self.model.sources[name] = t.source or self.spec.source or t.place
+        if t.frozen:
+            self.model.frozen.add(name)
         if init is None and self.model.inits[name] == ("zeros", ()) and is_param:
             self.zeros_by_default[tensor.index] = name
         self.admit(tensor, t.shape_place or t.place, f"{'param' if is_param else 'input'} {name!r}")

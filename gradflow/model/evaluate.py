@@ -20,7 +20,7 @@ FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     """What the analysis needs to name a tape node: its graph entry, op and place, and the
     top-level graph entry whose evaluation made it (``call``: two calls of one module are
@@ -30,6 +30,7 @@ class NodeInfo:
     line: int
     col: int
     call: str | None = None
+    file: str | None = None      # the file of line and col: the model's, or an imported model's .py
 
 
 class Scope:
@@ -59,6 +60,9 @@ class Evaluator:
         self.entry = entry            # qualified entry name for reports ("critic.h")
 
     def fail(self, node, message) -> ModelError:
+        source = self.scope.current.source if self.scope.current is not None else None
+        if source is not None:     # an imported model: the user's line, not the generated text
+            return ModelError(message, source.file, source.line, source.col)
         return ModelError(message, self.builder.path, node.lineno, node.col_offset)
 
     def tensor(self, node) -> Tensor:
@@ -274,7 +278,12 @@ class Evaluator:
     # -- recording -------------------------------------------------------------------
     def apply(self, op, node, *tensors, **attrs) -> Tensor:
         name = op if isinstance(op, str) else op.name
-        info = NodeInfo(self.entry, name, node.lineno, node.col_offset, self.builder.calling_entry)
+        source = self.scope.current.source if self.scope.current is not None else None
+        if source is None:
+            info = NodeInfo(self.entry, name, node.lineno, node.col_offset, self.builder.calling_entry,
+                            self.builder.path)
+        else:
+            info = NodeInfo(self.entry, name, source.line, source.col, self.builder.calling_entry, source.file)
         try:
             out = self.tape.apply(op, *tensors, meta=info, **attrs)
         except (ShapeError, TypeError, ValueError) as e:

@@ -8,6 +8,7 @@ Nothing is ever evaluated by Python. ``parse_expression`` returns a checked
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 
 from gradflow.errors import ModelError, did_you_mean
@@ -28,6 +29,10 @@ REFUSED = {ast.Lambda: "lambda", ast.IfExp: "a conditional expression", ast.Bool
            ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.Dict: "a dict",
            ast.Set: "a set", ast.Starred: "'*' unpacking", ast.JoinedStr: "an f-string",
            ast.NamedExpr: "':='", ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield"}
+# A dotted name one of whose segments is an integer (`G.0.weight`, as PyTorch's state_dict
+# spells it), outside string literals (matched first, and left alone).
+INTEGER_SEGMENT_NAME = re.compile(r"""("[^"]*"|'[^']*')|\b[A-Za-z_]\w*(?:\.(?:[A-Za-z_]\w*|\d+(?!\w)))*\.\d+(?!\w)"""
+                                  r"(?:\.(?:[A-Za-z_]\w*|\d+(?!\w)))*")
 INIT_ARITY = {"normal": (0, 2), "uniform": (2,), "glorot": (0,), "he": (0,), "zeros": (0,),
               "ones": (0,), "constant": (1,), "randint": (2,)}
 
@@ -49,15 +54,44 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False,
         with warnings.catch_warnings():
             # The parser warns on stderr about sloppy literals ("1if"): make them located errors.
             warnings.simplefilter("error")
-            tree = ast.parse(text.strip(), mode="eval").body
+            stripped = text.strip()
+            spelled = spell_integer_segments(stripped)
+            tree = ast.parse(spelled, mode="eval").body
     except SyntaxError as e:
         raise ModelError(f"invalid expression: {e.msg}", path,
                          *places.at_char(e.lineno or 1, max((e.offset or 1) - 1, 0))) from None
     except (RecursionError, MemoryError, ValueError):
         raise ModelError("expression nested too deeply", path, origin.line, origin.col) from None
+    if spelled != stripped:
+        restore_integer_segments(tree, stripped)
     relocate(tree, places)
     check(tree, path)
     return tree
+
+
+def spell_integer_segments(text: str) -> str:
+    """``G.0.weight`` -> ``G_0.weight``: Python cannot parse a digit after a dot in a name,
+    so such a dot becomes ``_`` (one byte for one, so every parser position still holds);
+    ``restore_integer_segments`` puts the real name back into the tree."""
+    def respell(match):
+        if match.group(1):
+            return match.group(0)
+        return re.sub(r"\.(?=\d)", "_", match.group(0))
+    return INTEGER_SEGMENT_NAME.sub(respell, text)
+
+
+def restore_integer_segments(tree: ast.AST, text: str) -> None:
+    """Give names and attributes whose spelling was changed their text as written."""
+    lines = [line.encode("utf-8") for line in text.split("\n")]
+
+    def written(lineno, start, end) -> str:
+        return lines[lineno - 1][start:end].decode("utf-8")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.end_lineno == node.lineno:
+            node.id = written(node.lineno, node.col_offset, node.end_col_offset)
+        elif isinstance(node, ast.Attribute) and "_" in node.attr:
+            size = len(node.attr.encode("utf-8"))
+            node.attr = written(node.end_lineno, node.end_col_offset - size, node.end_col_offset)
 
 
 def too_deep(text: str) -> int | None:

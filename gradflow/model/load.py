@@ -7,6 +7,7 @@ parses each graph expression with the allowlist of ``expr.py``.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -19,12 +20,17 @@ from gradflow.model.spec import (STATUSES, Entry, Init, InstanceSpec, LossSpec, 
                                  Place, TensorSpec)
 
 FORMAT_VERSION = 1
-TOP_KEYS = ("gradflow", "name", "description", "seed", "dims", "inputs", "params", "modules",
+TOP_KEYS = ("gradflow", "name", "description", "seed", "source", "dims", "inputs", "params", "modules",
             "instances", "graph", "losses", "expect", "check")
-TENSOR_KEYS = {"input": ("shape", "dtype", "init", "value"), "param": ("shape", "dtype", "init", "value")}
+TENSOR_KEYS = {"input": ("shape", "dtype", "init", "value", "source"),
+               "param": ("shape", "dtype", "init", "value", "frozen", "source")}
+ENTRY_KEYS = ("expr", "source")
+SOURCE = re.compile(r"(?P<file>.+):(?P<line>[0-9]+):(?P<col>[0-9]+)\Z", re.DOTALL)
 MODULE_KEYS = ("inputs", "dims", "params", "graph", "output", "outputs", "description")
 CHECK_KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+# Dotted identifiers; a segment after the first may be an integer (`G.0.weight`, as PyTorch names it).
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*\Z")
+DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED = set(OPS) | set(ALIASES) | {"repeat", "True", "False", "None"}
 
 
@@ -34,6 +40,7 @@ class Loader:
     def __init__(self, path: str):
         self.path = path
         self.defined: dict[str, Place] = {}   # every global name -> where it was defined
+        self.source: Place | None = None      # the top-level `source:`, once read
 
     def fail(self, message: str, at) -> ModelError:
         line, col = (at.line, at.col) if hasattr(at, "line") else at
@@ -71,7 +78,8 @@ class Loader:
 
     def name(self, name: str, at, what: str, scope: dict | None = None) -> str:
         if not NAME.match(name) or "__" in name:
-            raise self.fail(f"{what} {name!r} is not a valid name (letters, digits, _ and dots)", at)
+            raise self.fail(f"{what} {name!r} is not a valid name (dotted identifiers such as enc.w or "
+                            "G.0.weight)", at)
         if name in RESERVED:
             raise self.fail(f"{what} {name!r} has the name of an op; choose another name", at)
         scope = self.defined if scope is None else scope
@@ -97,6 +105,7 @@ class Loader:
         name = self.string(get("name"), "name") if "name" in top else Path(self.path).stem
         description = self.string(get("description"), "description") if "description" in top else ""
         seed = self.integer(get("seed"), "seed", low=0) if "seed" in top else 0
+        self.source = self.source_place(top["source"]) if "source" in top else None
         dims = self.dims(get("dims"), "dims")
         inputs = self.tensors(get("inputs"), "input")
         params = self.tensors(get("params"), "param")
@@ -110,6 +119,7 @@ class Loader:
         spec = ModelSpec(self.path, name, description, seed, dims, inputs, params, modules,
                          instances, graph, losses, expect, expect_places=expect_places)
         spec.dims_place = place_of(root.keys["dims"]) if "dims" in top else None
+        spec.source = self.source
         if "check" in top:
             spec.check = self.check(top["check"])
         return spec
@@ -158,7 +168,23 @@ class Loader:
                 raise self.fail(f"{kind} {name!r}: give either init or value, not both", fields["init"])
             init = parse_init(self.string(fields["init"], "init"), self.path, place_of(fields["init"]),
                               quoted=fields["init"].style is not None, raw=fields["init"].raw)
-        return TensorSpec(name, shape, dtype, init, place_of(at), shape_place)
+        frozen = False
+        if "frozen" in fields:
+            frozen = fields["frozen"].value
+            if not isinstance(frozen, bool):
+                raise self.fail(f"frozen must be true or false, not {kind_of(frozen)}", fields["frozen"])
+        source = self.source_place(fields["source"]) if "source" in fields else None
+        return TensorSpec(name, shape, dtype, init, place_of(at), shape_place, frozen, source)
+
+    def source_place(self, node: Node) -> Place:
+        """``PATH:LINE:COL`` of the code that made something (an imported model's Python line).
+        PATH is relative to the model file's folder unless absolute; it is kept as the
+        current directory sees it, relative where it is inside it."""
+        match = SOURCE.match(node.value) if isinstance(node.value, str) else None
+        if match is None or int(match["line"]) < 1 or int(match["col"]) < 1:
+            raise self.fail(f"source must be PATH:LINE:COL (a 1-based line and column), "
+                            f"not {kind_of(node.value)}", node)
+        return Place(int(match["line"]), int(match["col"]), shown_path(match["file"], self.path))
 
     def shape(self, node: Node, name: str) -> tuple:
         items = self.sequence(node, f"shape of {name!r}") if not isinstance(node.value, str) else None
@@ -240,35 +266,46 @@ class Loader:
         return entries
 
     def entry(self, key: str, targets: tuple, node: Node, at) -> Entry:
+        source = None
+        if isinstance(node.value, dict):   # {expr: ..., source: PATH:LINE:COL}
+            fields = self.mapping(node, f"graph entry {key!r}", ENTRY_KEYS)
+            if "expr" not in fields:
+                raise self.fail(f"graph entry {key!r} needs 'expr:', the expression", node)
+            source = self.source_place(fields["source"]) if "source" in fields else None
+            node = fields["expr"]
         v = node.value
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return Entry(key, targets, None, float(v), place_of(at), place_of(node))
+            return Entry(key, targets, None, float(v), place_of(at), place_of(node), source)
         if not isinstance(v, str) or not v.strip():
             raise self.fail(f"graph entry {key!r} must be an expression, not {kind_of(v)}", node)
         quoted = node.style in ("'", '"')
         tree = parse_expression(v, self.path, place_of(node), quoted=quoted, raw=node.raw)
-        return Entry(key, targets, tree, None, place_of(at), place_of(node))
+        return Entry(key, targets, tree, None, place_of(at), place_of(node), source)
 
     def losses(self, node: Node | None, root: Node) -> dict:
         if node is None or not node.value:
             raise self.fail("no losses: add 'losses: [NAME]' naming the scalar(s) backward starts from",
                             node or root)
         if isinstance(node.value, list):
-            return {self.string(n, "loss"): LossSpec(n.value, None, place_of(n)) for n in node.value}
+            return {self.string(n, "loss"): LossSpec(n.value, None, place_of(n), self.source)
+                    for n in node.value}
         out = {}
         for key, value in self.mapping(node, "losses").items():
-            wrt = None
+            wrt, source = None, self.source
             if isinstance(value.value, dict):
-                fields = self.mapping(value, f"loss {key!r}", ("wrt",))
+                fields = self.mapping(value, f"loss {key!r}", ("wrt", "source"))
                 if "wrt" in fields:
                     wrt = self.globs(fields["wrt"], "wrt")
+                if "source" in fields:
+                    source = self.source_place(fields["source"])
             elif value.value is not None:
                 wrt = self.globs(value, "wrt")
-            out[key] = LossSpec(key, wrt, place_of(node.keys[key]))
+            out[key] = LossSpec(key, wrt, place_of(node.keys[key]), source)
         return out
 
     def globs(self, node: Node, what: str) -> list:
-        return [(self.string(n, what), place_of(n)) for n in self.sequence(node, what)]
+        """[(glob, place)]: findings about a glob point at it, or at the top-level source."""
+        return [(self.string(n, what), self.source or place_of(n)) for n in self.sequence(node, what)]
 
     def expect(self, node: Node | None, losses: dict):
         if node is None or node.value is None:
@@ -280,7 +317,7 @@ class Loader:
                                 node.keys[loss])
             fields = self.mapping(value, f"expect for {loss!r}", STATUSES)
             expect[loss] = {status: self.globs(globs, status) for status, globs in fields.items()}
-            places[loss] = place_of(node.keys[loss])
+            places[loss] = self.source or place_of(node.keys[loss])
         return expect, places
 
     def check(self, node: Node) -> dict:
@@ -307,6 +344,15 @@ def load_spec(path: str | Path, text: str | bytes | None = None) -> ModelSpec:
     if text is None:
         text = read_regular(path, "model", MAX_CHARS)
     return Loader(path).model(parse_yaml(text, path))
+
+
+def shown_path(path: str, model_path: str) -> str:
+    """A source path as reports show it: resolved against the model file's folder, then
+    relative to the current directory when it is inside it."""
+    if not os.path.isabs(path):
+        path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(model_path)), path))
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def place_of(at) -> Place:

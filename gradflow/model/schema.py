@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$"
+SOURCE = {"type": "string", "pattern": r"^.+:[0-9]+:[0-9]+$",
+          "description": "PATH:LINE:COL of the code that made it (relative to this file's folder)"}
 GLOBS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-DIMS = {"type": "object", "patternProperties": {NAME: {"type": "integer", "minimum": 1}},
+DIMS = {"type": "object", "patternProperties": {NAME: {"oneOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "description": "integer expression of other dims: + - * // ( )"}]}},
         "additionalProperties": False}
 INIT = {"type": "string", "description": "normal | normal(mean, std) | uniform(low, high) | glorot | he | "
                                          "zeros | ones | constant(v) | randint(low, high)"}
@@ -12,10 +16,14 @@ SHAPE = {"type": "array", "items": {"oneOf": [{"type": "integer", "minimum": 1},
                                               {"type": "string", "pattern": NAME}]}}
 
 
-def tensor(with_dtype: bool) -> dict:
-    properties = {"shape": SHAPE, "init": INIT, "value": {"description": "nested list of numbers"}}
-    if with_dtype:
+def tensor(is_input: bool) -> dict:
+    properties = {"shape": SHAPE, "init": INIT, "value": {"description": "nested list of numbers"},
+                  "source": SOURCE}
+    if is_input:
         properties["dtype"] = {"enum": ["float", "int"]}
+    else:
+        properties["dtype"] = {"enum": ["float"]}
+        properties["frozen"] = {"type": "boolean", "description": "never trained (requires_grad=False)"}
     return {"type": "object", "properties": properties, "additionalProperties": False,
             "anyOf": [{"required": ["shape"]}, {"required": ["value"]}]}
 
@@ -25,7 +33,10 @@ def named(schema: dict) -> dict:
 
 
 GRAPH = {"type": "object", "description": "ordered name: expression (Python syntax, allowlisted)",
-         "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}]}}
+         "additionalProperties": {"oneOf": [
+             {"type": "string"}, {"type": "number"},
+             {"type": "object", "required": ["expr"], "additionalProperties": False,
+              "properties": {"expr": {"oneOf": [{"type": "string"}, {"type": "number"}]}, "source": SOURCE}}]}}
 MODULE = {"type": "object", "additionalProperties": False, "required": ["graph"],
           "properties": {"description": {"type": "string"},
                          "inputs": {"type": "array", "items": {"type": "string", "pattern": NAME}},
@@ -39,7 +50,7 @@ INSTANCE = {"oneOf": [{"type": "string"},
 LOSSES = {"oneOf": [{"type": "array", "minItems": 1, "items": {"type": "string"}},
                     {"type": "object", "minProperties": 1, "additionalProperties": {"oneOf": [
                         {"type": "null"}, GLOBS,
-                        {"type": "object", "properties": {"wrt": GLOBS}, "additionalProperties": False}]}}]}
+                        {"type": "object", "properties": {"wrt": GLOBS, "source": SOURCE}, "additionalProperties": False}]}}]}
 EXPECT = {"type": "object", "additionalProperties": {
     "type": "object", "additionalProperties": False,
     "properties": {status: GLOBS for status in ("flows", "zero", "blocked", "unreachable")}}}
@@ -60,6 +71,7 @@ SCHEMA = {
         "gradflow": {"const": 1, "description": "format version"},
         "name": {"type": "string"}, "description": {"type": "string"},
         "seed": {"type": "integer", "minimum": 0},
+        "source": SOURCE,
         "dims": DIMS,
         "inputs": named(tensor(True)),
         "params": named(tensor(False)),

@@ -14,9 +14,11 @@ STATUSES = ("flows", "zero", "blocked", "unreachable")
 
 @dataclass(frozen=True)
 class Place:
-    """1-based line and column in the model file."""
+    """1-based line and column in the model file, or, with ``file``, in another source file
+    (the Python code an imported model came from)."""
     line: int
     col: int
+    file: str | None = None
 
 
 @dataclass
@@ -37,6 +39,8 @@ class TensorSpec:
     init: Init | None
     place: Place
     shape_place: Place | None = None
+    frozen: bool = False           # never trained (requires_grad=False); still analysed
+    source: Place | None = None    # where the code that declared it stands, when not here
 
 
 @dataclass
@@ -48,6 +52,7 @@ class Entry:
     number: float | None
     place: Place                   # where the key stands
     origin: Place                  # where the expression text starts (column of its first character)
+    source: Place | None = None    # the code that made it (an imported model's .py line), if given
 
 
 @dataclass
@@ -75,6 +80,7 @@ class LossSpec:
     name: str
     wrt: list | None                # [(glob, Place)] or None when not declared
     place: Place
+    source: Place | None = None
 
 
 @dataclass
@@ -94,3 +100,4 @@ class ModelSpec:
     check: dict = field(default_factory=dict)   # rule settings from the file's `check:` block
     expect_places: dict = field(default_factory=dict)  # loss -> Place of its expect key
     dims_place: Place | None = None  # the `dims:` key, where a wrong --dim NAME points
+    source: Place | None = None     # top-level `source:`: the place of whatever has none of its own

@@ -27,7 +27,8 @@ def test_analyze_json_reports_tape_example():
     assert x["grads"]["z"]["norm"] == pytest.approx(7.0)
     assert y["grads"]["z"]["status"] == "blocked"
     [cut] = y["grads"]["z"]["cut_by"]
-    assert cut == {"node": "z", "op": "stop_gradient", "kind": "explicit", "line": 12, "col": 14}
+    assert cut == {"node": "z", "op": "stop_gradient", "kind": "explicit", "file": str(TAPE),
+                   "line": 12, "col": 14}
     assert doc["losses"] == [{"name": "z", "value": pytest.approx(10.0), "line": 14, "wrt": ["x"]}]
     assert doc["summary"] == {"errors": 0, "warnings": 0}
 

@@ -21,7 +21,8 @@ description: "clears \e[2J the screen\rand\nfakes a line \u202e txt.exe"
 params:
   w: {shape: [3]}
 graph:
-  z: sum(w * w)
+  s: {expr: "stop_gradient(w)", source: "tr\e[2Jain\u202e.py:3:1"}
+  z: sum(w * w) + sum(s * s)
 losses: [z]
 expect:
   z: {blocked: [w]}
@@ -54,12 +55,14 @@ def test_shown_escapes_control_direction_and_undecodable_characters(text, expect
 ])
 def test_model_text_reaches_no_renderer_raw(write_model, args):
     path = write_model(HOSTILE)
-    result = run(*[path if a == "M" else a for a in args.split()])
+    result = run(*[path if a == "M" else a for a in args.split()], env={"COLUMNS": "400"})
     assert result.exit_code in (0, 1), result.output
     out = result.stdout + result.stderr
     assert [c for c in UNSAFE if c in out] == []
     if args == "analyze M":
         assert "\\x1b]0;pwned\\x07\\x1b[2J" in out and "\\u202e txt.exe" in out
+    if args.split()[0] in ("why", "graph"):   # a place in another file, named by the model
+        assert "tr\\x1b[2Jain\\u202e.py:3:1" in out
 
 
 @pytest.mark.parametrize("where, text, col", [

@@ -21,5 +21,5 @@ def render_check(results, no_color: bool) -> None:
             continue
         for f in r.report.findings:
             level = "error" if f.severity == "error" else "warning"
-            click.echo(f"::{level} file={escape(f.path, True)},line={f.line},col={f.col},"
+            click.echo(f"::{level} file={escape(f.file or f.path, True)},line={f.line},col={f.col},"
                        f"title={f.rule}::{escape(f.message)}")

@@ -27,11 +27,11 @@ def render_check(results, no_color: bool) -> None:
                 errors = [f for f in found if f.severity == "error" or r.report.settings.strict]
                 if errors:
                     failures += 1
-                    text = "\n".join(shown(f"{f.path}:{f.line}:{f.col}: {f.message}") for f in errors)
+                    text = "\n".join(shown(f"{f.file or f.path}:{f.line}:{f.col}: {f.message}") for f in errors)
                     ET.SubElement(case, "failure", message=shown(errors[0].message)).text = text
                 elif found:
                     ET.SubElement(case, "system-out").text = "\n".join(
-                        shown(f"{f.path}:{f.line}:{f.col}: warning: {f.message}") for f in found)
+                        shown(f"{f.file or f.path}:{f.line}:{f.col}: warning: {f.message}") for f in found)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
     ET.indent(suites)

@@ -30,7 +30,7 @@ def report_lines(report) -> list:
     if report.findings:
         lines.append("")
     for f in report.findings:
-        lines.append(shown(f"- **{f.severity}** {f.rule} `{f.path}:{f.line}:{f.col}`: {f.message}"))
+        lines.append(shown(f"- **{f.severity}** {f.rule} `{f.file or f.path}:{f.line}:{f.col}`: {f.message}"))
     return lines
 
 

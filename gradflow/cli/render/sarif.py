@@ -22,7 +22,7 @@ def render_check(results, no_color: bool) -> None:
             e = r.error
             out.append(result("invalid-model", "error", e.message, e.path, e.line or 1, e.col or 1))
         else:
-            out += [result(f.rule, f.severity, f.message, f.path, f.line, f.col) for f in r.report.findings]
+            out += [result(f.rule, f.severity, f.message, f.file or f.path, f.line, f.col) for f in r.report.findings]
     rules = [{"id": rule, "shortDescription": {"text": text},
               "defaultConfiguration": {"level": "none" if level == "off" else level}}
              for rule, (level, text) in RULES.items()]

@@ -20,15 +20,16 @@ def number(x) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def place(c) -> str:
-    return f"{c.op} in {c.node} (line {c.line}:{c.col})"
+def place(c, path: str | None = None) -> str:
+    return f"{c.op} in {c.node} ({c.where(path)})"
 
 
 class Notes:
     """Numbered notes, one per distinct reason, so cells stay narrow."""
 
-    def __init__(self):
+    def __init__(self, path: str | None = None):
         self.texts: dict[str, int] = {}
+        self.path = path              # the model file: its places are shown as lines
 
     def mark(self, text: str) -> str:
         number_ = self.texts.setdefault(text, len(self.texts) + 1)
@@ -40,9 +41,9 @@ def cell(pair, notes: Notes) -> Text:
     if pair.status == "flows" and pair.norm is not None:
         words += f" {number(pair.norm)}"
     if pair.status == "blocked":
-        words += " " + notes.mark("blocked by " + ", ".join(place(c) for c in pair.cut_by))
+        words += " " + notes.mark("blocked by " + ", ".join(place(c, notes.path) for c in pair.cut_by))
     elif pair.status == "zero" and pair.dies_at:
-        words += " " + notes.mark("gradient dies at " + ", ".join(place(c) for c in pair.dies_at))
+        words += " " + notes.mark("gradient dies at " + ", ".join(place(c, notes.path) for c in pair.dies_at))
     if pair.nonfinite:
         words += f" ({pair.nonfinite} non-finite)"
     return Text(words, style=STYLE[pair.status])
@@ -85,7 +86,7 @@ def loss_groups(report, width: int) -> list:
         len("shape"), *(len(shape_text(p)) for p in report.params)) + 2
     groups, current, used = [], [], fixed
     for loss in report.losses:
-        cells = [cell(p.grads[loss.name], Notes()).plain for p in report.params]
+        cells = [cell(p.grads[loss.name], Notes(report.model["path"])).plain for p in report.params]
         need = max(len(loss.name), len(number(loss.value)), *(len(c) for c in cells)) + 2
         if current and used + need > width:
             groups.append(current)
@@ -98,7 +99,7 @@ def loss_groups(report, width: int) -> list:
 def render_report(report, no_color: bool) -> None:
     out = console(no_color)
     out.print(header(report))
-    notes = Notes()
+    notes = Notes(report.model["path"])
     for k, losses in enumerate(loss_groups(report, out.width)):
         if k:
             out.print()
@@ -108,7 +109,7 @@ def render_report(report, no_color: bool) -> None:
     if report.findings:
         out.print()
     for f in report.findings:
-        line = Text(shown(f"{f.path}:{f.line}:{f.col}: "))
+        line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
         line.append(f.severity, style=STYLE[f.severity])
         line.append(shown(f": {f.message} [{f.rule}]"))
         out.print(line)

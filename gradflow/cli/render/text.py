@@ -21,7 +21,7 @@ def render_check(results, no_color: bool) -> None:
         for f in r.report.findings:
             errors += f.severity == "error"
             warnings += f.severity == "warning"
-            line = Text(shown(f"{f.path}:{f.line}:{f.col}: "))
+            line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
             line.append(f.severity, style=STYLE[f.severity])
             line.append(shown(f": {f.message} [{f.rule}]"))
             out.print(line, soft_wrap=True)

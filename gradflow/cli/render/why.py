@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console
 from gradflow.cli.render.table import STYLE
 
 
-def render(param: str, results, no_color: bool) -> None:
-    """``results``: [(loss, Pair, [Path], how many paths were left out)] for each loss asked about."""
+def render(param: str, results, no_color: bool, model_path: str | None = None) -> None:
+    """``results``: [(loss, Pair, [Path], how many paths were left out)] for each loss asked about;
+    ``model_path``: the model file, whose places are shown as line:col (others as FILE:LINE:COL)."""
     out = console(no_color)
     for loss, pair, found, more in results:
         head = Text(f"{param} -> {loss}: ")
@@ -18,8 +20,8 @@ def render(param: str, results, no_color: bool) -> None:
             head.append(f" (norm {pair.norm:.3g})")
         out.print(head)
         for place in pair.dies_at:
-            out.print(f"  the gradient dies at {place.op} in {place.node} (line {place.line}:{place.col})",
-                      style="yellow")
+            out.print(f"  the gradient dies at {place.op} in {place.node} ({shown(place.where(model_path))})",
+                      style="yellow", markup=False)
         if not found:
             out.print("  no path: the loss does not depend on this parameter", style="dim")
         for number, path in enumerate(found, 1):
@@ -29,7 +31,7 @@ def render(param: str, results, no_color: bool) -> None:
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
                 for cut in step.cuts:
-                    line.append(f" [x {cut.op} {cut.line}:{cut.col}]", style="red")
+                    line.append(shown(f" [x {cut.op} {cut.where(model_path).removeprefix('line ')}]"), style="red")
             out.print(line)
         if more:
             out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")
