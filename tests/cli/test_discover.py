@@ -9,7 +9,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradflow.cli.discover import declares_model
 from gradflow.cli.main import cli
@@ -214,3 +217,23 @@ def test_check_worker_that_dies_costs_only_its_own_file(tmp_path, monkeypatch):
                            "the process checking this file died")
     doc = json.loads(result.stdout)
     assert [f.get("error") is None for f in doc["files"]] == [True, False, True, True]
+
+
+KEYS = ["gradflow", "name", "graph", "description", "gradflow ", "Gradflow", "x"]
+VALUES = [1, "gradflow: 1", "a\ngradflow: 1\n", [1, {"gradflow": 1}], {"gradflow": 1}, None, "x" * 300]
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None)
+@given(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=5),
+       st.sampled_from([{}, {"default_flow_style": True}, {"default_style": '"'}, {"default_style": "|"},
+                        {"explicit_start": True}, {"allow_unicode": True, "width": 20}]),
+       st.booleans(), st.booleans())
+def test_discover_agrees_with_what_yaml_parses(mapping, style, bom, second_document):
+    """Whatever way a mapping is written, it is a model exactly when PyYAML reads a top-level
+    'gradflow' key from it; a later document never counts."""
+    text = yaml.safe_dump(mapping, sort_keys=False, **style)
+    if second_document:
+        text += "---\n" + yaml.safe_dump({"gradflow": 1}, **style)
+    first = next(yaml.safe_load_all(text), None)
+    expected = isinstance(first, dict) and "gradflow" in first
+    assert declares_model((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")) == expected

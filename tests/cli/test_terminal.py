@@ -7,8 +7,11 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gradflow
+from gradflow.cli.escape import UNSAFE as UNSAFE_CHARS
 from gradflow.cli.escape import shown
 from gradflow.cli.main import cli
 from gradflow.errors import ModelError
@@ -104,3 +107,16 @@ def test_any_columns_value_still_prints_the_table(columns):
 def test_a_narrow_terminal_still_keeps_words_whole():
     result = run("analyze", str(MODELS / "stop_gradient_tape.yaml"), env={"COLUMNS": "0"})
     assert "stop_gradient" in result.stdout and os.linesep.join(["s", "t"]) not in result.stdout
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40))
+def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
+    import unicodedata
+    out = shown(text)
+    assert not UNSAFE_CHARS.search(out)
+    assert not [c for c in out if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")]
+    assert not [c for c in out if unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF",
+                                                                      "LRI", "RLI", "FSI", "PDI")]
+    if not UNSAFE_CHARS.search(text):
+        assert out == text
