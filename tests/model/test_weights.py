@@ -48,21 +48,26 @@ def refusal(weights, model=TAPE) -> ModelError:
     return caught.value
 
 
-def test_weights_named_with_integer_segments_are_keys_verbatim(tmp_path):
-    # The loader's own support for such names is tested with the format; here only the
-    # archive side: the member "G.0.weight.npy" fills the tensor named "G.0.weight".
-    from types import SimpleNamespace
+def test_weights_named_with_integer_segments_are_keys_verbatim(tmp_path, write_model):
+    from click.testing import CliRunner
 
-    from gradflow.model.spec import Place
-    from gradflow.model.weights import load_weights
-    tensor = SimpleNamespace(shape=(2,), dtype=np.dtype(np.float64))
-    model = SimpleNamespace(inputs={}, params={"G.0.weight": tensor}, places={"G.0.weight": Place(3, 3)},
-                            path="m.yaml", warnings=[], weights={})
-    path = tmp_path / "w.npz"
-    np.savez(path, **{"G.0.weight": np.array([1.0, 2.0]), "G.1.weight": np.zeros(1)})
-    load_weights(model, str(path))
-    assert np.asarray(model.weights["G.0.weight"], dtype=np.float64).tolist() == [1.0, 2.0]
-    assert model.warnings == [f"{path}: weights key 'G.1.weight' names no parameter or input; ignored"]
+    from gradflow.cli.main import cli
+    model = write_model("""
+        gradflow: 1
+        params:
+          G.0.weight: {shape: [2]}
+        graph:
+          loss: sum(G.0.weight * G.0.weight)
+        losses:
+          loss: {wrt: [G.0.weight]}
+        """)
+    weights, grads = tmp_path / "w.npz", tmp_path / "g.npz"
+    np.savez(weights, **{"G.0.weight": np.array([1.0, 2.0]), "G.1.weight": np.zeros(1)})
+    result = CliRunner().invoke(cli, ["analyze", model, "--weights", str(weights), "--save-grads", str(grads)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"warning: {weights}: weights key 'G.1.weight' names no parameter or input; ignored\n"
+    with np.load(grads) as saved:
+        assert saved.files == ["loss/G.0.weight"] and saved["loss/G.0.weight"].tolist() == [2.0, 4.0]
 
 
 def test_weights_object_array_is_refused_without_numpy_pickle_advice(tmp_path):
