@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 
 # C0 and C1 controls, DEL, line and paragraph separators, direction marks and overrides,
-# and the lone surrogates that stand for undecodable bytes in file names.
+# the lone surrogates that stand for undecodable bytes in file names, and the two
+# noncharacters XML 1.0 does not allow (a file name may hold them; JUnit must parse).
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-                    "\u2066-\u2069\ud800-\udfff]")
+                    "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 NAMED = {"\n": r"\n", "\r": r"\r", "\t": r"\t"}
 
 

@@ -150,13 +150,13 @@ def test_check_directory_symlink_loop_is_one_warning(tmp_path):
 
 
 def test_check_file_names_with_control_characters_are_escaped_everywhere(tmp_path):
-    bad = tmp_path / "evil\n\x1b[2Jname\r.yaml"
+    bad = tmp_path / "evil\n\x1b[2Jname\r\ufffe.yaml"
     bad.write_text("gradflow: 1\ngraph: {z: nope}\n")
     (tmp_path / "good.yaml").write_text(MINIMAL)
     result = run("check", tmp_path, color=True)
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
-    assert line.startswith(str(tmp_path) + "/evil\\n\\x1b[2Jname\\r.yaml:")
+    assert line.startswith(str(tmp_path) + "/evil\\n\\x1b[2Jname\\r\\ufffe.yaml:")
     junit = run("check", tmp_path, "--format", "junit", color=True).stdout
     suites = ET.fromstring(junit)   # well-formed XML despite the name
     assert len(suites) == 2 and "\x1b" not in junit

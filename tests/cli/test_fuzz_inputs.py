@@ -261,6 +261,7 @@ def test_fuzz_directory_of_special_files_reports_each_once(tmp_path):
 # -- file names ------------------------------------------------------------------------
 
 NAME_PIECES = ["\n", "\r", "\t", "\x1b[2J", "\x1b]0;title\x07", "\x7f", "\x9b", "\u202e", "\u2066", "\u2028",
+               "\ufffe",
                " ", "é", ":", ",", "%", "&", "<", ">", '"', "'", "]]>", "--", "::error", "\\"]
 
 

@@ -46,6 +46,7 @@ def run(*args, env=None):
     ("abc\u202etxt.exe\u2066", "abc\\u202etxt.exe\\u2066"),
     ("name\udcff.yaml", "name\\xff.yaml"),   # a byte that is not UTF-8, from os.fsdecode
     ("line\u2028sep", "line\\u2028sep"),
+    ("not\uffffxml", "not\\uffffxml"),
     ("ünïcode → fine", "ünïcode → fine"),
 ])
 def test_shown_escapes_control_direction_and_undecodable_characters(text, expected):
