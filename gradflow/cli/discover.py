@@ -23,12 +23,16 @@ import yaml
 from gradflow.errors import ModelError
 from gradflow.importers import is_python_target
 from gradflow.model.files import open_regular
-from gradflow.model.source import LOADER, MAX_CHARS
+from gradflow.model.source import LOADER, MAX_CHARS, MAX_NODES
 
 SUFFIXES = (".yaml", ".yml")
-# Only for a file the YAML parser gives up on: then a top-level gradflow: line makes it a
-# model, so the loader reports what is wrong with it instead of it vanishing from the run.
+# Only for a file the YAML parser gives up on, or one too large to be a valid model: then a
+# top-level gradflow: line makes it a model, so the loader says what is wrong with it
+# instead of it vanishing from the run.
 FALLBACK_MARK = re.compile(r"""^["']?gradflow["']?[ \t]*:""", re.MULTILINE)
+# A model has at most MAX_NODES values, each with at most one key: past this many events
+# undecided, the file is no model the loader would accept (and the parse would take seconds).
+MAX_EVENTS = 2 * MAX_NODES + 16
 
 
 def model_files(paths) -> tuple[list, list]:
@@ -105,15 +109,19 @@ def declares_model(data: bytes) -> bool:
     """Whether the root mapping of the first YAML document has a ``gradflow`` key."""
     text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
     try:
-        return root_has_key(yaml.parse(text, Loader=LOADER), "gradflow")
+        found = root_has_key(yaml.parse(text, Loader=LOADER), "gradflow")
     except yaml.YAMLError:
-        return bool(FALLBACK_MARK.search(text))
+        found = None
+    return bool(FALLBACK_MARK.search(text)) if found is None else found
 
 
-def root_has_key(events, key: str) -> bool:
-    """Reads events only until the answer is known: the first key often settles it."""
+def root_has_key(events, key: str) -> bool | None:
+    """Reads events only until the answer is known (the first key often settles it);
+    None when MAX_EVENTS did not settle it."""
     depth, position = 0, 0   # collections open; scalars and collections seen in the root mapping
-    for event in events:
+    for count, event in enumerate(events):
+        if count > MAX_EVENTS:
+            return None
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if depth == 0 and not isinstance(event, yaml.MappingStartEvent):
                 return False

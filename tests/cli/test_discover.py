@@ -237,3 +237,12 @@ def test_discover_agrees_with_what_yaml_parses(mapping, style, bom, second_docum
     first = next(yaml.safe_load_all(text), None)
     expected = isinstance(first, dict) and "gradflow" in first
     assert declares_model((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")) == expected
+
+
+def test_discover_large_yaml_is_judged_in_bounded_time():
+    import time
+    many_keys = b"".join(b"k%d: 1\n" % i for i in range(1_500_000))   # 16 MiB, no gradflow key
+    start = time.monotonic()
+    assert not declares_model(many_keys)
+    assert declares_model(many_keys + b"gradflow: 1\n")   # too large to load: the loader says so
+    assert time.monotonic() - start < 2.0   # the whole parse took 3.6 s for the first alone
