@@ -55,8 +55,9 @@ def model_files(paths) -> tuple[list, list]:
 
 
 def walk(top: str, items: list, warnings: list) -> None:
-    """Depth first, names sorted, without recursion; each real directory entered once."""
-    seen = set()
+    """Without recursion, each real directory entered once; what is found is listed in path
+    order, component by component (``a/z.yaml`` before ``a.yaml`` before ``b.yaml``)."""
+    found, seen = [], set()
     stack = [(top, ())]   # (directory, identities of the directories above it)
     while stack:
         directory, above = stack.pop()
@@ -65,7 +66,8 @@ def walk(top: str, items: list, warnings: list) -> None:
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as e:
-            items.append(ModelError(f"cannot read directory: {e.strerror or e}", directory, 1, 1))
+            error = ModelError(f"cannot read directory: {e.strerror or e}", directory, 1, 1)
+            found.append((directory, error))
             continue
         identity = (info.st_dev, info.st_ino)
         if identity in above:
@@ -80,10 +82,10 @@ def walk(top: str, items: list, warnings: list) -> None:
             if is_directory(entry):
                 subdirectories.append((path, above + (identity,)))
             elif entry.name.endswith(SUFFIXES):
-                found = candidate(path)
-                if found is not None:
-                    items.append(found)
+                found.append((path, candidate(path)))
         stack.extend(reversed(subdirectories))
+    found.sort(key=lambda pair: pair[0].split(os.sep))
+    items.extend(item for _, item in found if item is not None)
 
 
 def is_directory(entry) -> bool:

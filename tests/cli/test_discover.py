@@ -246,3 +246,11 @@ def test_discover_large_yaml_is_judged_in_bounded_time():
     assert not declares_model(many_keys)
     assert declares_model(many_keys + b"gradflow: 1\n")   # too large to load: the loader says so
     assert time.monotonic() - start < 2.0   # the whole parse took 3.6 s for the first alone
+
+
+def test_check_directory_lists_files_in_path_order(tmp_path):
+    for name in ("b.yaml", "a.yaml", "a/z.yaml", "a/b/c.yml", "A.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(MINIMAL)
+    result = run("check", tmp_path, "--format", "json")
+    assert checked(result) == [str(tmp_path / n) for n in ("A.yaml", "a/b/c.yml", "a/z.yaml", "a.yaml", "b.yaml")]
