@@ -14,7 +14,8 @@ from gradflow.analysis.numeric import (
     all_zero, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
 )
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
-from gradflow.analysis.rules import Settings, evaluate, settings_for
+from gradflow.analysis.rules import evaluate
+from gradflow.analysis.settings import Settings, settings_for
 from gradflow.engine import quiet
 from gradflow.errors import ModelError
 from gradflow.model.files import human_bytes

@@ -5,8 +5,9 @@ them for small parameters) are nudged by +eps and -eps and the forward pass is
 run again. The outputs of stop-gradients and of non-differentiable ops are held
 at their values during those runs: that is the function the tape differentiates
 (a straight-through estimator is not the derivative of its forward value, and is
-not meant to be). A loss whose gradient passes grad_scale or grad_reverse is
-skipped: its tape gradient is deliberately not a derivative at all.
+not meant to be). A pair whose gradient passes grad_scale or grad_reverse on its
+way to the parameter is skipped, with that reason: its tape gradient is
+deliberately not a derivative. Every other pair of the same loss is compared.
 A model whose gradients disagree has an op rule gradflow gets wrong, or sits on
 a kink (a ReLU or max exactly at a tie) where no derivative exists.
 """
@@ -62,21 +63,39 @@ def check_pairs(model, eps, rtol, atol, samples, seed) -> list:
     checks = []
     for loss_name, loss in model.losses.items():
         grads = model.tape.backward(loss, keep=True)   # rescaling nodes on the way are looked at
-        rescaled = [n.op.name for n in model.tape.nodes[:loss.index + 1]
-                    if n.op is not None and not n.op.derivative and grads[n.index] is not None]
+        rescaled = rescaled_params(model, grads, loss)
         for name, param in model.params.items():
             g = grads[param.index] if param.index < len(grads) else None
             if g is None:
                 continue
-            if rescaled:
+            if param.index in rescaled:
                 checks.append(Check(loss_name, name, 0, 0.0, (), 0.0, 0.0, True,
-                                    f"{rescaled[0]} on the way: its gradient is not a derivative"))
+                                    f"{rescaled[param.index]} on the way: its gradient is not a derivative"))
                 continue
             picks = rng.permutation(param.size)[:samples] if param.size > samples else range(param.size)
             indices = [tuple(int(i) for i in np.unravel_index(k, param.shape)) for k in picks]
             checks.append(compare(model, loss, loss_name, name, param, np.broadcast_to(g, param.shape),
                                   indices, eps, rtol, atol))
     return checks
+
+
+def rescaled_params(model, grads: list, loss) -> dict:
+    """Tape index of each parameter whose gradient passes a rescaling op (grad_scale,
+    grad_reverse) -> that op's name: the nodes upstream of one that gradient reached."""
+    found = {}
+    for node in reversed(model.tape.nodes[:loss.index + 1]):
+        if node.op is None or node.op.derivative or grads[node.index] is None:
+            continue
+        stack, seen = list(node.parents), set()
+        while stack:
+            current = stack.pop()
+            if current.index in seen or not current.requires_grad:
+                continue
+            seen.add(current.index)
+            if current.op is None:
+                found.setdefault(current.index, node.op.name)
+            stack.extend(current.parents)
+    return found
 
 
 def compare(model, loss, loss_name, name, param, g, indices, eps, rtol, atol) -> Check:

@@ -12,7 +12,9 @@ diamonds costs time linear in its size, not in its (exponential) number of paths
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import chain
 
 
 def label(node) -> str | None:
@@ -56,21 +58,52 @@ class Path:
     def cut(self) -> bool:
         return any(step.cuts for step in self.steps)
 
+    @property
+    def key(self) -> tuple:
+        return tuple((step.entry, tuple(c.index for c in step.cuts)) for step in self.steps)
+
+
+NONE = frozenset()
+MAX_CUTS = 8   # cuts kept per edge: a picture needs the places, not thousands of copies of one
+
+
+def merge(a: frozenset, b: frozenset) -> frozenset:
+    """a | b, capped at MAX_CUTS with one cut per place (a repeated block's stop is one
+    place), so sets carried back through a long call stay small: linear, not quadratic."""
+    if not b or b <= a:
+        return a
+    if not a:
+        return b
+    both = a | b
+    if len(both) <= MAX_CUTS:
+        return both
+    kept, seen = [], set()
+    for c in sorted(both, key=lambda c: c.index):
+        if (c.op, c.file, c.line, c.col) not in seen and len(kept) < MAX_CUTS:
+            seen.add((c.op, c.file, c.line, c.col))
+            kept.append(c)
+    return frozenset(kept)
+
+
+def places(cuts, model_path: str | None = None) -> list:
+    """'op line:col' of each cut ('op FILE:LINE:COL' outside the model file), each place
+    once, in order."""
+    return list(dict.fromkeys(f"{c.op} {c.where(model_path).removeprefix('line ')}" for c in cuts))
+
 
 def entry_graph(model, graph) -> tuple[list, list]:
     """(nodes, edges) of the whole model: parameters, inputs and calls in tape order,
     and the Edges that join them. An edge carries gradient when some tape edge between
     the two does and the consuming call passes it on to its output; the cuts on the
     others (inside the consuming call too) label it."""
-    names, edges = [], {}
+    names, edges, cuts = {}, {}, {}
     inside = within_calls(model, graph)
     for node in model.tape.nodes:
         dst = label(node)
         if dst is None:
             continue
-        if dst not in names:
-            names.append(dst)
-        passes, cuts_after = inside.get(node.index, (True, set()))
+        names.setdefault(dst, None)
+        passes, cuts_after = inside.get(node.index, (True, NONE))
         for parent, carries in graph.edges(node, every=True):
             src = label(parent)
             if src is None or src == dst:   # constants, or inside one call
@@ -80,9 +113,11 @@ def entry_graph(model, graph) -> tuple[list, list]:
                 edge.carries = edge.carries or carries   # data: nothing to cut
                 continue
             edge.carries = edge.carries or (carries and passes)
-            found = set(cuts_after) | (set() if carries else {graph.cut_at(node, parent)})
-            edge.cuts += sorted(found - set(edge.cuts), key=lambda c: c.index)
-    return names, list(edges.values())
+            found = cuts_after if carries else merge(cuts_after, frozenset([graph.cut_at(node, parent)]))
+            cuts[src, dst] = merge(cuts.get((src, dst), NONE), found)
+    for key, edge in edges.items():
+        edge.cuts = sorted(cuts.get(key, ()), key=lambda c: c.index)
+    return list(names), list(edges.values())
 
 
 def within_calls(model, graph) -> dict:
@@ -98,14 +133,14 @@ def within_calls(model, graph) -> dict:
             continue
         # An output of its call: a loss, or consumed by another call.
         is_output = i in losses or any(owner[c.index] != owner[i] for c in children[i])
-        passes, cuts = state.get(i, (False, set()))
+        passes, cuts = state.get(i, (False, NONE))
         state[i] = passes, cuts = passes or is_output, cuts
         for parent, carries in graph.edges(node, every=True):
             if owner[parent.index] != owner[i]:
                 continue
-            extra = set() if carries else {graph.cut_at(node, parent)}
-            old_passes, old_cuts = state.get(parent.index, (False, set()))
-            state[parent.index] = (old_passes or (passes and carries), old_cuts | cuts | extra)
+            extra = cuts if carries else merge(cuts, frozenset([graph.cut_at(node, parent)]))
+            old_passes, old_cuts = state.get(parent.index, (False, NONE))
+            state[parent.index] = (old_passes or (passes and carries), merge(old_cuts, extra))
     return state
 
 
@@ -140,33 +175,111 @@ def count_paths(out: dict, source: str, target: str) -> dict:
 
 
 def paths(edges, source: str, target: str, limit: int = 20) -> tuple[list, int]:
-    """(at most ``limit`` Paths from ``source`` to ``target``, how many there are in all)."""
+    """(at most ``limit`` Paths from ``source`` to ``target``, how many there are in all).
+
+    The telling ones come first: a shortest path that gradient flows along (else a
+    shortest path), then for each cut on the way a shortest path through it (so every
+    cut shows while the limit allows), then the rest in the order the model makes them."""
     out: dict[str, list] = {}
     for e in edges:
         out.setdefault(e.src, []).append(e)
     ways = count_paths(out, source, target)
-    found, stack = [], [(source, None)] if ways.get(source) else []
-    while stack and len(found) < limit:
+    if not ways.get(source):
+        return [], 0
+    found, shown = [], set()
+    for hops in chain(telling_paths(edges, out, ways, source, target), every_path(out, ways, source, target)):
+        if len(found) >= limit:
+            break
+        path = make_path(source, hops)
+        if path.key not in shown:
+            shown.add(path.key)
+            found.append(path)
+    return found, ways[source]
+
+
+def shortest_from(out: dict, ways: dict, source: str, flowing: bool = False) -> dict:
+    """node -> the edge that first reaches it from ``source`` (breadth first) on the way to
+    the target; ``flowing``: along edges that carry gradient only."""
+    before = {source: None}
+    queue = deque([source])
+    while queue:
+        for e in out.get(queue.popleft(), ()):
+            if ways.get(e.dst) and e.dst not in before and (e.carries or not flowing):
+                before[e.dst] = e
+                queue.append(e.dst)
+    return before
+
+
+def shortest_to(edges, before: dict, ways: dict, target: str) -> dict:
+    """node -> its first edge on a shortest way to ``target`` (breadth first, backwards),
+    for the nodes ``before`` reaches."""
+    into: dict[str, list] = {}
+    for e in edges:
+        if e.src in before and ways.get(e.dst):
+            into.setdefault(e.dst, []).append(e)
+    after, queue = {target: None}, deque([target])
+    while queue:
+        for e in into.get(queue.popleft(), ()):
+            if e.src not in after:
+                after[e.src] = e
+                queue.append(e.src)
+    return after
+
+
+def telling_paths(edges, out: dict, ways: dict, source: str, target: str):
+    """Hops [(node, cuts)] of a shortest flowing path, then of a shortest path through each cut edge."""
+    flowing = shortest_from(out, ways, source, flowing=True)
+    if target in flowing and source != target:
+        hops, node = [], target
+        while flowing[node] is not None:
+            hops.append((node, ()))
+            node = flowing[node].src
+        yield hops[::-1]
+    before = shortest_from(out, ways, source)
+    after = shortest_to(edges, before, ways, target)
+
+    def through(edge, cuts) -> list:
+        head, node = [], edge.src
+        while before[node] is not None:
+            head.append(before[node])
+            node = before[node].src
+        hops = [(e.dst, e.routes()[0]) for e in reversed(head)] + [(edge.dst, cuts)]
+        node = edge.dst
+        while after[node] is not None:
+            hops.append((after[node].dst, after[node].routes()[0]))
+            node = after[node].dst
+        return hops
+
+    if source != target:
+        yield through(after[source], after[source].routes()[0])
+    for e in edges:
+        if e.cuts and e.src in before and ways.get(e.dst):
+            yield through(e, tuple(e.cuts))
+
+
+def every_path(out: dict, ways: dict, source: str, target: str):
+    """Hops of every path, depth first in the order the model makes its edges."""
+    stack = [(source, None)]
+    while stack:
         name, trail = stack.pop()
         if name == target:
-            found.append(unwind(source, trail))
+            hops = []
+            while trail is not None:
+                node, cuts, trail = trail
+                hops.append((node, cuts))
+            yield hops[::-1]
             continue
         for e in reversed(out.get(name, ())):
             if ways.get(e.dst):
                 stack.extend((e.dst, (e.dst, cuts, trail)) for cuts in reversed(e.routes()))
-    return found, ways.get(source, 0)
 
 
-def unwind(source: str, trail) -> Path:
-    """A Path from the linked trail (node, cuts, previous); a cut already met is not repeated
-    (an argmin cuts its output and the index it feeds)."""
-    steps = []
-    while trail is not None:
-        name, cuts, trail = trail
-        steps.append((name, cuts))
-    seen, path = set(), [Step(source)]
-    for name, cuts in reversed(steps):
+def make_path(source: str, hops) -> Path:
+    """A Path from its hops; a cut already met is not repeated (an argmin cuts its output
+    and the index it feeds)."""
+    seen, steps = set(), [Step(source)]
+    for name, cuts in hops:
         fresh = [c for c in cuts if c not in seen]
         seen.update(fresh)
-        path.append(Step(name, fresh))
-    return Path(path)
+        steps.append(Step(name, fresh))
+    return Path(steps)

@@ -1,116 +1,16 @@
-"""The GF1xx rules of ``gradflow check``, their settings, and where settings come from.
-
-Settings, lowest precedence first: the defaults below, ``[tool.gradflow]`` in the
-nearest ``pyproject.toml``, the model file's ``check:`` block, then the command
-line. Each rule is one function from (report, model, settings) to findings.
+"""The GF1xx rules of ``gradflow check``: each check is one function from the
+analysed model to findings (their ids, defaults and settings: ``settings.py``).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
-import re
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from gradflow.analysis.report import Finding
+from gradflow.analysis.settings import Settings
 from gradflow.errors import did_you_mean
-
-# rule id -> (default severity or "off", one-line description)
-RULES = {
-    "GF100": ("error", "an expect assertion does not hold"),
-    "GF101": ("error", "an expect or wrt glob matches no parameter"),
-    "GF102": ("error", "a trainable parameter receives gradient from no loss at all"),
-    "GF103": ("error", "a parameter in a loss's wrt receives no gradient from that loss"),
-    "GF104": ("off", "a loss sends gradient into a parameter outside its wrt"),
-    "GF105": ("error", "a loss or gradient is NaN or infinite"),
-    "GF106": ("warning", "a stop-gradient is redundant"),
-    "GF107": ("warning", "a path exists but the gradient is exactly zero"),
-    "GF108": ("warning", "vanishing gradient: norm below `vanishing`"),
-    "GF109": ("warning", "exploding gradient: norm above `exploding`"),
-}
-GIB = 1024 ** 3
-
-
-@dataclass(frozen=True)
-class Settings:
-    select: tuple = ()              # rules turned on besides the defaults (e.g. GF104)
-    ignore: tuple = ()              # rules turned off
-    strict: bool = False            # warnings fail too
-    vanishing: float = 1e-7
-    exploding: float = 1e3
-    max_memory: float = 2 * GIB
-
-    def severity(self, rule: str) -> str:
-        """A rule's severity here; `select` turns on a rule that is off by default, as an error."""
-        default = RULES[rule][0]
-        if rule in self.ignore or (default == "off" and rule not in self.select):
-            return "off"
-        return "error" if default == "off" else default
-
-    def merged(self, values: dict) -> "Settings":
-        """These settings overridden by a `check:` block or [tool.gradflow] table."""
-        changes = {}
-        for key, value in values.items():
-            name = key.replace("-", "_")
-            if name not in self.__dataclass_fields__:
-                continue
-            if name in ("select", "ignore"):
-                value = tuple(split_ids(value))
-            changes[name] = value
-        return replace(self, **changes)
-
-
-def split_ids(value) -> list:
-    items = value.split(",") if isinstance(value, str) else value
-    return [str(i).strip().upper() for i in items if str(i).strip()]
-
-
-def pyproject_settings(start: Path) -> dict:
-    """[tool.gradflow] of the nearest pyproject.toml at or above ``start``."""
-    for folder in [start, *start.parents]:
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return read_tool_table(candidate.read_text(encoding="utf-8", errors="replace"))
-    return {}
-
-
-def read_tool_table(text: str) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:      # Python 3.10: read the few simple keys by hand
-        return read_tool_table_simply(text)
-    try:
-        return tomllib.loads(text).get("tool", {}).get("gradflow", {})
-    except tomllib.TOMLDecodeError:
-        return {}
-
-
-def read_tool_table_simply(text: str) -> dict:
-    out, inside = {}, False
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line.startswith("["):
-            inside = line == "[tool.gradflow]"
-        elif inside and "=" in line:
-            key, value = (part.strip() for part in line.split("=", 1))
-            if value.startswith("["):
-                out[key] = re.findall(r"[\"']([^\"']*)[\"']", value)
-            elif value in ("true", "false"):
-                out[key] = value == "true"
-            else:
-                try:
-                    out[key] = float(value)
-                except ValueError:
-                    out[key] = value.strip("\"'")
-    return out
-
-
-def settings_for(model, overrides: dict | None = None) -> Settings:
-    """Defaults, then [tool.gradflow] of the nearest pyproject.toml, then the model's
-    `check:` block, then ``overrides`` (the command line)."""
-    settings = Settings().merged(pyproject_settings(Path(model.path).resolve().parent))
-    return settings.merged(model.spec.check).merged(overrides or {})
 
 
 @dataclass
@@ -205,10 +105,22 @@ def check_wrt(ctx: Context) -> None:
                 if pair.status != "flows":
                     ctx.add("GF103", f"{loss.name} is meant to train {name} (wrt) but sends it no gradient: "
                             f"{why(pair, model.path)}", place, loss=loss.name, param=name)
-        for name in model.params:
-            if name not in inside and name not in model.frozen and report.pair(name, loss.name).status == "flows":
-                ctx.add("GF104", f"{loss.name} sends gradient into {name}, which is outside its wrt",
-                        model.sources[name], loss=loss.name, param=name)
+        outside = [name for name in model.params if name not in inside and name not in model.frozen
+                   and report.pair(name, loss.name).status == "flows"]
+        if outside:
+            check_outside(ctx, loss, outside)
+
+
+def check_outside(ctx: Context, loss, names: list) -> None:
+    """GF104, once per loss: the parameters it sends gradient into beyond its wrt."""
+    listed = ", ".join(names)
+    one = len(names) == 1
+    message = (f"{loss.name} sends gradient into {listed}, outside its wrt. If {loss.name} must not "
+               f"train {'it' if one else 'them'}, a stop_gradient (detach) is missing where "
+               f"{'its' if one else 'their'} output enters {loss.name}; if each training step applies "
+               f"only its own parameters' gradients, this is harmless: add {'it' if one else 'them'} to "
+               "the wrt, or silence it with ignore: [GF104] under check:")
+    ctx.add("GF104", message, ctx.model.sources[names[0]], loss=loss.name, param=names[0] if one else None)
 
 
 def check_params(ctx: Context) -> None:
@@ -236,6 +148,22 @@ def check_params(ctx: Context) -> None:
                             f"> {settings.exploding:g}", place, **where)
 
 
+def check_wired(ctx: Context) -> None:
+    """GF110: a loss whose every pair is blocked or unreachable trains nothing at all."""
+    model = ctx.model
+    for loss in ctx.report.losses:
+        pairs = [p.grads[loss.name] for p in ctx.report.params]
+        if any(pair.status in ("flows", "zero") for pair in pairs):
+            continue
+        cuts = {c.index: c for pair in pairs for c in pair.cut_by}
+        why_not = ("; every path is cut by " + ", ".join(f"{c.op} in {c.node} ({c.where(model.path)})"
+                                                        for _, c in sorted(cuts.items()))
+                   if cuts else "; no parameter is on any path to it")
+        spec = model.spec.losses[loss.name]
+        ctx.add("GF110", f"{loss.name} trains nothing: it sends gradient into no parameter{why_not}",
+                spec.source or spec.place, loss=loss.name)
+
+
 def check_losses_and_stops(ctx: Context) -> None:
     for loss in ctx.report.losses:
         if loss.value is not None and not math.isfinite(loss.value):
@@ -249,7 +177,7 @@ def check_losses_and_stops(ctx: Context) -> None:
                     c, node=c.node)
 
 
-CHECKS = (check_expect, check_wrt, check_params, check_losses_and_stops)
+CHECKS = (check_expect, check_wrt, check_params, check_wired, check_losses_and_stops)
 
 
 def evaluate(report, model, settings: Settings) -> list:

@@ -12,7 +12,7 @@ import numpy as np
 
 import gradflow
 from gradflow.analysis.analyze import analyze as analyze_model
-from gradflow.analysis.rules import settings_for
+from gradflow.analysis.settings import settings_for
 from gradflow.cli.escape import shown
 from gradflow.cli.main import Exit
 from gradflow.errors import ModelError, did_you_mean
@@ -38,7 +38,7 @@ def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structu
         model.keep_losses(losses)
     overrides = dict(overrides or {})
     if max_memory is not None:
-        overrides["max_memory"] = max_memory
+        overrides["max-memory"] = max_memory
     settings = settings_for(model, overrides)
     report = analyze_model(model, structural=structural, counterfactual=counterfactual,
                            settings=settings, version=gradflow.__version__)
@@ -59,10 +59,10 @@ def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **l
     _, edges = build_entry_graph(model, graph)
     results = []
     for name, loss in model.losses.items():
-        found, total = [], 0
-        if model.params[param].index in graph.flow(loss).reached:
+        pair, found, total = report.pair(param, name), [], 0
+        if pair.status != "unreachable":
             found, total = paths(edges, param, label(loss), limit)
-        results.append((name, report.pair(param, name), found, total - len(found)))
+        results.append((name, pair, found, total - len(found)))
     return results
 
 
@@ -94,7 +94,7 @@ def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
     if strict:
         out["strict"] = True
     if max_memory is not None:
-        out["max_memory"] = max_memory
+        out["max-memory"] = max_memory
     return out
 
 

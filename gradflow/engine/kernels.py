@@ -78,10 +78,11 @@ def elu(x, alpha=1.0):
 
 
 def extremum_vjp(mine, wins):
-    """maximum/minimum for input ``mine`` (0 or 1): all of g where it wins, half on ties (as PyTorch)."""
+    """maximum/minimum for input ``mine`` (0 or 1), as PyTorch: half of g on ties, none where
+    the other input wins, all of g otherwise (so both inputs get g where one is NaN)."""
     def vjp(g, ans, a, b):
         x, y = (a, b) if mine == 0 else (b, a)
-        return np.where(wins(x, y), g, np.where(x == y, g * 0.5, 0))
+        return np.where(x == y, g * 0.5, np.where(wins(y, x), 0, g))
     return vjp
 
 

@@ -188,12 +188,12 @@ defop("tanh", forward=np.tanh, vjps=(lambda g, ans, x: g * (1 - ans * ans),),
       doc="hyperbolic tangent", **_EW)
 defop("sigmoid", forward=sigmoid, vjps=(lambda g, ans, x: g * ans * (1 - ans),),
       doc="1 / (1 + e ** -x), computed without overflow", **_EW)
-defop("relu", forward=lambda x: np.maximum(x, 0), vjps=(lambda g, ans, x: np.where(x > 0, g, 0),),
+defop("relu", forward=lambda x: np.maximum(x, 0), vjps=(lambda g, ans, x: np.where(x <= 0, 0, g),),
       doc="max(x, 0); gradient 0 at x == 0", **_EW)
 defop("leaky_relu", forward=lambda x, slope=0.01: np.where(x > 0, x, x * slope),
       vjps=(lambda g, ans, x, slope=0.01: np.where(x > 0, g, g * slope),),
       doc="x if x > 0 else slope * x", attrs={"slope": 0.01}, **_EW)
-defop("elu", forward=elu, vjps=(lambda g, ans, x, alpha=1.0: np.where(x > 0, g, g * (ans + alpha)),),
+defop("elu", forward=elu, vjps=(lambda g, ans, x, alpha=1.0: np.where(x <= 0, g * (ans + alpha), g),),
       doc="x if x > 0 else alpha * (e ** x - 1)", attrs={"alpha": 1.0}, **_EW)
 defop("gelu", forward=gelu, vjps=(gelu_vjp,),
       doc="x * Phi(x), tanh approximation (as PyTorch's approximate='tanh')", **_EW)

@@ -121,7 +121,7 @@ class Loader:
         spec.dims_place = place_of(root.keys["dims"]) if "dims" in top else None
         spec.source = self.source
         if "check" in top:
-            spec.check = self.check(top["check"])
+            spec.check, spec.check_places = self.check(top["check"])
         return spec
 
     def dims(self, node: Node | None, what: str) -> dict:
@@ -320,22 +320,16 @@ class Loader:
             places[loss] = self.source or place_of(node.keys[loss])
         return expect, places
 
-    def check(self, node: Node) -> dict:
-        out = {}
+    def check(self, node: Node) -> tuple[dict, dict]:
+        """The `check:` block as plain values, and each key's place: the analysis knows the
+        rules and checks the values (an unknown rule id is an error at its place there)."""
+        values, places = {}, {}
         for key, value in self.mapping(node, "check", CHECK_KEYS).items():
-            v = value.value
-            if key in ("select", "ignore"):
-                v = [self.string(n, key) for n in self.sequence(value, key)]
-                for rule, at in zip(v, self.sequence(value, key)):
-                    if not re.fullmatch(r"GF\d{3}", rule):
-                        raise self.fail(f"{key}: {rule!r} is not a rule id like GF106", at)
-            elif key == "strict" and not isinstance(v, bool):
-                raise self.fail("strict must be true or false", value)
-            elif key in ("vanishing", "exploding", "max-memory") and (
-                    not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
-                raise self.fail(f"{key} must be a positive number", value)
-            out[key] = v
-        return out
+            values[key] = plain(value) if isinstance(value.value, list) else value.value
+            places[key] = place_of(value)
+            for index, item in enumerate(value.value if isinstance(value.value, list) else ()):
+                places[(key, index)] = place_of(item)      # a rule id in a list is located itself
+        return values, places
 
 
 def load_spec(path: str | Path, text: str | bytes | None = None) -> ModelSpec:

@@ -98,6 +98,7 @@ class ModelSpec:
     losses: dict                    # name -> LossSpec
     expect: dict                    # loss -> {status: [(glob, Place)]}
     check: dict = field(default_factory=dict)   # rule settings from the file's `check:` block
+    check_places: dict = field(default_factory=dict)  # each of its keys -> Place
     expect_places: dict = field(default_factory=dict)  # loss -> Place of its expect key
     dims_place: Place | None = None  # the `dims:` key, where a wrong --dim NAME points
     source: Place | None = None     # top-level `source:`: the place of whatever has none of its own

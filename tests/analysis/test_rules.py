@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gradflow
-from gradflow.analysis.rules import Settings, read_tool_table_simply, settings_for
+from gradflow.analysis.settings import Settings, read_tool_table_simply, settings_for
 
 
 def rules_of(write_model, text, **overrides):
@@ -29,7 +29,7 @@ losses:
 expect:
   loss: {flows: [vv]}
 """)
-    assert [r for r, _, _ in found] == ["GF101", "GF101"]
+    assert [r for r, _, _ in found] == ["GF101", "GF101", "GF104"]   # v flows, outside the wrt
 
 
 def test_gf103_wrt_parameter_gets_nothing(write_model):
@@ -42,15 +42,44 @@ losses:
     assert ("GF103", "error", "w") in found and ("GF102", "error", "w") in found
 
 
-def test_gf104_is_off_unless_selected(write_model):
+def test_gf104_warns_by_default_and_can_be_ignored(write_model):
     text = HEAD + """
 graph:
   loss: sum(w * v)
 losses:
   loss: {wrt: [w]}
 """
-    assert rules_of(write_model, text) == []
-    assert rules_of(write_model, text, select="GF104") == [("GF104", "error", "v")]
+    assert rules_of(write_model, text) == [("GF104", "warning", "v")]
+    assert rules_of(write_model, text, ignore="GF104") == []
+
+
+def test_gf104_message_gives_both_readings_and_both_fixes(write_model):
+    path = write_model(HEAD + "graph:\n  loss: sum(w * v)\nlosses:\n  loss: {wrt: [w]}\n")
+    [finding] = gradflow.analyze(gradflow.load(path)).findings
+    assert "stop_gradient (detach) is missing" in finding.message
+    assert "harmless" in finding.message and "ignore: [GF104]" in finding.message
+
+
+def test_gf104_is_one_finding_per_loss_listing_its_parameters(write_model):
+    text = HEAD + "graph:\n  loss: sum(w * v * u)\nlosses:\n  loss: {wrt: [w]}\n"
+    text = text.replace("params:\n", "params:\n  u: {shape: [3], init: ones}\n", 1)
+    found = [f for f in gradflow.analyze(gradflow.load(write_model(text))).findings if f.rule == "GF104"]
+    assert len(found) == 1 and found[0].param is None
+    assert "into u, v," in found[0].message   # u, w, v in file order; w is inside the wrt
+
+
+def test_gf110_names_a_loss_wired_to_no_parameter_and_its_cut(write_model):
+    text = HEAD + "graph:\n  a: sum(w * v)\n  loss: stop_gradient(a) * 2\n  ok: sum(w)\nlosses: [loss, ok]\n"
+    report = gradflow.analyze(gradflow.load(write_model(text)))
+    [finding] = [f for f in report.findings if f.rule == "GF110"]
+    assert finding.severity == "error" and finding.loss == "loss"
+    assert "stop_gradient in loss" in finding.message
+
+
+def test_gf110_does_not_fire_when_a_gradient_is_zero(write_model):
+    text = HEAD + "graph:\n  loss: sum(w * v * 0)\nlosses: [loss]\n"
+    report = gradflow.analyze(gradflow.load(write_model(text)))
+    assert "GF110" not in [f.rule for f in report.findings]
 
 
 def test_gf105_nan_loss_and_gradients(write_model):

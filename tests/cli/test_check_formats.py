@@ -47,9 +47,9 @@ def test_check_parallel_jobs_give_the_same_result():
 def test_check_junit_has_one_testcase_per_model_and_rule():
     root = ET.fromstring(run("check", BUG, str(MODELS / "gan.yaml"), "--format", "junit").stdout)
     suites = root.findall("testsuite")
-    assert [len(s.findall("testcase")) for s in suites] == [10, 10]
+    assert [len(s.findall("testcase")) for s in suites] == [11, 11]
     failed = [c.get("name").split()[0] for c in suites[0].findall("testcase") if c.find("failure") is not None]
-    assert failed == ["GF100", "GF102", "GF103"]
+    assert failed == ["GF100", "GF102", "GF103", "GF110"]
     assert suites[1].get("failures") == "0"
 
 
@@ -57,7 +57,7 @@ def test_check_sarif_lists_results_with_regions():
     doc = json.loads(run("check", BUG, "--format", "sarif").stdout)
     assert doc["version"] == "2.1.0"
     results = doc["runs"][0]["results"]
-    assert {r["ruleId"] for r in results} == {"GF100", "GF102", "GF103"}
+    assert {r["ruleId"] for r in results} == {"GF100", "GF102", "GF103", "GF110"}
     region = results[0]["locations"][0]["physicalLocation"]["region"]
     assert region["startLine"] > 0 and region["startColumn"] > 0
 

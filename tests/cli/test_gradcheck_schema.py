@@ -56,10 +56,41 @@ def test_gradcheck_skips_losses_through_grad_scale(write_model):
     assert check.skipped.startswith("grad_scale") and check.ok
 
 
+def test_gradcheck_that_skipped_every_pair_does_not_pass(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+        graph:
+          loss: sum(grad_reverse(w * w))
+        losses: [loss]
+    """)
+    result = run("gradcheck", path)
+    assert result.exit_code == 1
+    assert "skipped: grad_reverse" in result.output
+    assert "0 pairs compared, 1 skipped: nothing was compared" in result.output
+
+
+def test_gradcheck_compares_pairs_whose_gradient_avoids_the_rescaling_node(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+          v: {shape: [3], init: ones}
+        graph:
+          loss: sum(grad_reverse(w * w)) + sum(v * v)
+        losses: [loss]
+    """)
+    checks = {c.param: c for c in gradcheck(gradflow.load(path))}
+    assert checks["w"].skipped and not checks["v"].skipped and checks["v"].entries == 3
+    result = run("gradcheck", path)
+    assert result.exit_code == 0 and "1 pair compared, 1 skipped: ok" in result.output
+
+
 def test_gradcheck_cli_exit_0_and_a_row_per_pair():
     result = run("gradcheck", str(MODELS / "stop_gradient_tape.yaml"))
     assert result.exit_code == 0
-    assert "1 pairs checked: ok" in result.output
+    assert "1 pair compared: ok" in result.output
 
 
 def test_schema_is_json_and_accepts_every_shipped_model():

@@ -55,7 +55,8 @@ def test_why_marks_the_stop_on_the_generator_path():
 def test_why_lists_each_distinct_path_once():
     out = run("why", str(MODELS / "vq_vae.yaml"), "codebook", "--loss", "recon_loss").output
     assert out.count("[x argmin 24:9]") == 1
-    assert "2. codebook -> z_q -> z_st [x stop_gradient 26:15] -> x_hat -> recon_loss" in out
+    assert "1. codebook -> z_q -> z_st [x stop_gradient 26:15] -> x_hat -> recon_loss" in out
+    assert "2. codebook -> dist -> code [x argmin 24:9] -> z_q -> z_st" in out
 
 
 def test_why_says_when_there_is_no_path():
@@ -89,6 +90,17 @@ def test_why_limit_cuts_the_list_and_says_how_many_more(write_model):
     assert "  1. w -> h0 -> a1 -> h1 -> a2 -> h2 -> a3 -> h3 -> loss" in out
     assert "  2. " in out and "  3. " not in out
     assert "... 6 more paths not shown (raise --limit)" in out
+
+
+def test_why_shows_a_flowing_path_and_every_cut_first(write_model):
+    from gradflow.cli import run as commands
+    text = diamonds(10).replace("b1: sin(h0)", "b1: sin(stop_gradient(h0))")
+    [(_, _, found, more)] = commands.why(write_model(text), "w", limit=2)
+    first, second = ([step.entry for step in path.steps] for path in found)
+    assert first == ["w", "h0"] + [n for i in range(1, 11) for n in (f"a{i}", f"h{i}")] + ["loss"]
+    assert not found[0].cut
+    assert second[:3] == ["w", "h0", "b1"] and [c.op for c in found[1].steps[2].cuts] == ["stop_gradient"]
+    assert more == 2 ** 10 - 2   # every path counted, deep in the model or not
 
 
 def test_why_counts_a_partly_cut_edge_as_a_flowing_and_a_cut_path(write_model):
@@ -219,3 +231,28 @@ def test_graph_draws_flowing_partly_cut_cut_and_gradient_free_edges_differently(
     assert "h  ~ partly cut: stop_gradient 8:10" in tree
     assert "h  x stop_gradient 9:6 (above)" in tree
     assert "idx (input)  (no gradient)" in tree
+
+
+def test_graph_names_a_repeated_stop_once_and_stays_fast(write_model):
+    path = write_model("""
+        gradflow: 1
+        inputs:
+          x: {shape: [4]}
+        params:
+          w: {shape: [4], init: ones}
+        modules:
+          block:
+            inputs: [h]
+            graph:
+              y: tanh(h) + stop_gradient(h) * 0.5
+            output: y
+        graph:
+          h0: x * w
+          h: repeat(block, h0, times=3000)
+          loss: sum(h)
+        losses: [loss]
+    """)
+    started = time.perf_counter()
+    out = run("graph", path, "--format", "dot").output
+    assert time.perf_counter() - started < 5.0   # generous; linear in the 15,000 nodes
+    assert '"h0" -> "h" [color=orange, label="partly cut: stop_gradient 10:20"];' in out

@@ -3,7 +3,8 @@
 An infinite upstream gradient times a 0/1 mask is NaN; PyTorch selects (gives 0) in
 relu, clamp, max over a dim, maximum/minimum, where and max_pool2d, and multiplies
 (gives NaN) in abs, leaky_relu/elu's negative side and pow's exponent rule. Each op
-here must do what PyTorch does at ties, kinks, clip edges, x == 0 and with infinities.
+here must do what PyTorch does at ties, kinks, clip edges, x == 0, with infinite
+upstream gradients and with NaN inputs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def clamp(x, lo, hi):
 CORNERS = {
     "relu-inf": ("relu", torch.relu, [[-1.0, 0.0, 2.0]], {}, [INF, INF, INF]),
     "relu-nan-upstream": ("relu", torch.relu, [[-1.0, 0.0, 2.0]], {}, [NAN, NAN, 1.0]),
+    "relu-nan-input": ("relu", torch.relu, [[NAN, -1.0, 2.0]], {}, [1.0, 1.0, 1.0]),
+    "leaky_relu-nan-input": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[NAN, -1.0, 2.0]],
+                             {"slope": 0.2}, [1.0, 1.0, 1.0]),
+    "elu-nan-input": ("elu", lambda x, alpha: F.elu(x, alpha), [[NAN, -1.0, 2.0]], {"alpha": 1.0},
+                      [1.0, 1.0, 1.0]),
+    "clip-nan-input": ("clip", clamp, [[NAN, -1.0, 0.5]], {"lo": 0.0, "hi": 1.0}, [1.0, 1.0, 1.0]),
+    "max-axis-nan-input": ("max", torch_max, [[[0.0, NAN, 1.0]]], {"axis": 1}, [1.0]),
+    "max_pool2d-nan-input": ("max_pool2d", lambda x, kernel: F.max_pool2d(x, kernel),
+                             [[[[[1.0, NAN], [0.0, 1.0]]]]], {"kernel": 2}, [[[[1.0]]]]),
     "leaky_relu-inf": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[-1.0, 0.0, 2.0]],
                        {"slope": 0.2}, [INF, INF, INF]),
     "leaky_relu-zero-slope": ("leaky_relu", lambda x, slope: F.leaky_relu(x, slope), [[-1.0, 0.0, 2.0]],
@@ -57,6 +67,8 @@ CORNERS = {
     "min-all-inf": ("min", torch_min, [[[0.0, -1.0], [3.0, 1.0]]], {}, INF),
     "maximum-ties-inf": ("maximum", torch.maximum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
     "minimum-ties-inf": ("minimum", torch.minimum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
+    "maximum-nan": ("maximum", torch.maximum, [[NAN, 1.0, 2.0], [1.0, NAN, 2.0]], {}, [1.0, 1.0, 1.0]),
+    "minimum-nan": ("minimum", torch.minimum, [[NAN, 1.0, 2.0], [1.0, NAN, 2.0]], {}, [1.0, 1.0, 1.0]),
     "where-inf": ("where", lambda c, a, b: torch.where(c != 0, a, b),
                   [[1.0, 0.0, 1.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], {}, [INF, INF, INF]),
     "max_pool2d-ties-inf": ("max_pool2d", lambda x, kernel: F.max_pool2d(x, kernel),
@@ -136,3 +148,22 @@ def test_dropout_multiplies_its_mask_as_torch_does(p):
     out = F.dropout(t, p)
     out.backward(torch.as_tensor(upstream))
     np.testing.assert_array_equal(np.isnan(t.grad.numpy()), out.detach().numpy() == 0)
+
+
+def test_pow_of_a_negative_base_reports_its_nan_exponent_gradient(write_model):
+    path = write_model("""
+        gradflow: 1
+        inputs:
+          a: {shape: [2], value: [-2.0, 3.0]}
+        params:
+          b: {shape: [2], init: ones}
+        graph:
+          loss: sum(a ** b)
+        losses: [loss]
+    """)
+    report = gradflow.analyze(gradflow.load(path))
+    a = torch.tensor([-2.0, 3.0], dtype=torch.float64)
+    b = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    (a ** b).sum().backward()
+    np.testing.assert_array_equal(report.grad("b", "loss"), b.grad.numpy())   # [nan, 3 log 3]
+    assert [f.param for f in report.findings if f.rule == "GF105"] == ["b"]

@@ -63,3 +63,10 @@ def test_gradient_flows_through_a_defaulted_layer_norm_gain(write_model):
 def test_gains_are_marked_in_the_op_table():
     assert OPS["layer_norm"].gains == (OPS["layer_norm"].inputs.index("gamma"),)
     assert all(0 <= k < len(op.inputs) for op in OPS.values() for k in op.gains)
+
+
+def test_every_gamma_input_of_the_op_table_is_marked_a_gain():
+    # A norm op whose gamma is not marked would start it at zeros: every gradient through it 0.
+    for op in OPS.values():
+        if "gamma" in op.inputs:
+            assert op.inputs.index("gamma") in op.gains, op.name

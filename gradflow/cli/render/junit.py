@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import click
 
-from gradflow.analysis.rules import RULES
+from gradflow.analysis.settings import RULES
 from gradflow.cli.escape import shown
 
 

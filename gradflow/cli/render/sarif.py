@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gradflow
-from gradflow.analysis.rules import RULES
+from gradflow.analysis.settings import RULES
 from gradflow.cli.render.json_out import dump
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gradflow.analysis.paths import places
 from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console
 from gradflow.cli.render.table import STYLE
@@ -30,8 +31,8 @@ def render(param: str, results, no_color: bool, model_path: str | None = None) -
                 if k:
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
-                for cut in step.cuts:
-                    line.append(shown(f" [x {cut.op} {cut.where(model_path).removeprefix('line ')}]"), style="red")
+                for place in places(step.cuts, model_path):
+                    line.append(shown(f" [x {place}]"), style="red")
             out.print(line)
         if more:
             out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")

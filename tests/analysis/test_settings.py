@@ -1,0 +1,112 @@
+"""Rule settings: every layer checked where it is written, and the highest layer naming a rule wins."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import gradflow
+from gradflow.analysis import settings as settings_module
+from gradflow.analysis.settings import settings_for
+from gradflow.cli.main import cli
+from gradflow.errors import ModelError
+
+# w is trainable and blocked everywhere: GF102 (and GF103, GF110) fire.
+BLOCKED = """
+gradflow: 1
+params:
+  w: {shape: [3], init: ones}
+graph:
+  loss: sum(stop_gradient(w))
+losses: [loss]
+"""
+
+
+def model_in(tmp_path, pyproject: str | None = None, check: str = ""):
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    path = tmp_path / "m.yaml"
+    path.write_text(BLOCKED.lstrip() + check, encoding="utf-8")
+    return gradflow.load(path)
+
+
+def located(tmp_path, pyproject: str) -> ModelError:
+    settings_module.read_pyproject.cache_clear()
+    with pytest.raises(ModelError) as e:
+        settings_for(model_in(tmp_path, pyproject))
+    return e.value
+
+
+@pytest.mark.parametrize("text, line, col, words", [
+    ('[tool.gradflow]\nignore = ["GF1O2"]\n', 2, 1, "unknown rule id 'GF1O2' (did you mean 'GF102'?)"),
+    ('[tool.gradflow]\nselect = ["GF999"]\n', 2, 1, "unknown rule id 'GF999'"),
+    ('[tool.gradflow]\nstrictness = true\n', 2, 1, "unknown setting 'strictness' (did you mean 'strict'?)"),
+    ('[tool.gradflow]\nstrict = "false"\n', 2, 1, "strict must be true or false"),
+    ('[tool.gradflow]\nvanishing = -1.0\n', 2, 1, "vanishing must be a positive finite number"),
+    ('[tool.gradflow]\nexploding = nan\n', 2, 1, "exploding must be a positive finite number"),
+    ('[tool.gradflow]\nexploding = inf\n', 2, 1, "exploding must be a positive finite number"),
+    ('[tool.gradflow]\nmax-memory = "lots"\n', 2, 1, "max-memory must be a size"),
+    ('[tool]\ngradflow = 3\n', 1, 1, "[tool.gradflow] must be a table"),
+    ('[tool.gradflow]\nselect = [\n', 2, 10, "not valid TOML"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", 1, 1, "pyproject.toml"),
+])
+def test_pyproject_problem_is_located(tmp_path, text, line, col, words):
+    error = located(tmp_path, text)
+    assert words in error.message
+    assert error.path.endswith("pyproject.toml")
+    if "TOML" not in words:
+        assert (error.line, error.col) == (line, col)
+
+
+def test_a_folder_named_pyproject_toml_is_not_read(tmp_path):
+    (tmp_path / "pyproject.toml").mkdir()   # not a file: skipped, like no pyproject at all
+    assert settings_for(model_in(tmp_path)).strict is False
+
+
+def test_check_block_rule_id_is_located_at_the_item(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, check="check:\n  ignore: [GF107, GF12]\n")
+    with pytest.raises(ModelError) as e:
+        settings_for(model)
+    assert "unknown rule id 'GF12'" in e.value.message and (e.value.line, e.value.col) == (8, 19)
+
+
+def test_command_line_select_beats_pyproject_ignore(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, '[tool.gradflow]\nignore = ["GF102"]\n')
+    assert settings_for(model).severity("GF102") == "off"
+    assert settings_for(model, {"select": "GF102"}).severity("GF102") == "error"
+
+
+def test_check_block_select_beats_pyproject_ignore_and_cli_ignore_beats_both(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, '[tool.gradflow]\nignore = ["GF102"]\n', check="check:\n  select: [GF102]\n")
+    assert settings_for(model).severity("GF102") == "error"
+    assert settings_for(model, {"ignore": "GF102"}).severity("GF102") == "off"
+
+
+def test_a_rule_both_selected_and_ignored_in_one_layer_is_an_error(tmp_path):
+    error = located(tmp_path, '[tool.gradflow]\nselect = ["GF102"]\nignore = ["GF102"]\n')
+    assert "both selected and ignored" in error.message
+
+
+def test_pyproject_is_read_once_for_many_models(tmp_path, monkeypatch):
+    settings_module.read_pyproject.cache_clear()
+    (tmp_path / "pyproject.toml").write_text('[tool.gradflow]\nexploding = 5.0\n')
+    reads = []
+    real = settings_module.tool_table
+    monkeypatch.setattr(settings_module, "tool_table", lambda *a: reads.append(a) or real(*a))
+    for i in range(5):
+        (tmp_path / f"m{i}.yaml").write_text(BLOCKED.lstrip())
+    result = CliRunner().invoke(cli, ["check", str(tmp_path)])
+    assert result.exit_code == 1 and "5 models checked" in result.output
+    assert len(reads) == 1
+
+
+def test_check_cli_reports_a_pyproject_error_as_one_located_line(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    model_in(tmp_path, '[tool.gradflow]\nignore = ["GF1O2"]\n')
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "m.yaml")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith("pyproject.toml:2:1: error: ignore: unknown rule id 'GF1O2' "
+                                          "(did you mean 'GF102'?)")
