@@ -18,6 +18,7 @@ from gradflow.analysis.rules import evaluate
 from gradflow.analysis.settings import Settings, settings_for
 from gradflow.engine import quiet
 from gradflow.errors import ModelError
+from gradflow.model.files import human_bytes
 
 GIB = 1024 ** 3
 
@@ -99,13 +100,6 @@ def ensure_values(model, max_memory: float) -> None:
                          "--dim NAME=VALUE (or raise --max-memory)", model.path,
                          info.line if info else 1, info.col if info else 1)
     model.materialize()
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.3g} {unit}"
-        n /= 1024
 
 
 def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:

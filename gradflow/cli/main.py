@@ -20,6 +20,8 @@ class Exit(IntEnum):
     OK = 0        # success; warnings allowed unless --strict
     FAILED = 1    # a check or gradcheck failed
     INVALID = 2   # usage error or invalid model (one FILE:LINE:COL: error: line on stderr)
+    PIPE = 141    # stdout was closed early (as a process killed by SIGPIPE reports)
+    INTERRUPTED = 130   # Ctrl-C (as a process killed by SIGINT reports)
 
 
 DIM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z", re.ASCII)
@@ -72,6 +74,8 @@ def fail_on_model_error(func):
 
     @wraps(func)
     def wrapper(*args, **kwargs):
+        from gradflow.cli.endings import Interrupted, stop_closed_stdout, stop_interrupted
+        from gradflow.cli.escape import shown
         from gradflow.errors import ModelError
         debug = click.get_current_context().find_root().params.get("debug")
         try:
@@ -80,14 +84,19 @@ def fail_on_model_error(func):
             if debug:
                 import traceback
                 traceback.print_exc()
-            click.echo(str(e), err=True)
+            click.echo(shown(e), err=True)
             sys.exit(Exit.INVALID)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except (KeyboardInterrupt, Interrupted):
+            stop_interrupted()
+        except BrokenPipeError:
+            stop_closed_stdout()
         except Exception as e:   # a bug in gradflow: say so in one line unless debugging
             if debug:
                 raise
-            click.echo(f"gradflow: internal error: {type(e).__name__}: {e} (rerun with --debug)", err=True)
+            click.echo(shown(f"gradflow: internal error: {type(e).__name__}: {e} (rerun with --debug)"),
+                       err=True)
             sys.exit(Exit.INVALID)
     return wrapper
 
@@ -137,6 +146,9 @@ def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, 
             no_counterfactual):
     """Report, for every parameter and loss, whether gradient flows and if not, why."""
     from gradflow.cli import run
+    if save_grads:   # a target that cannot be written fails now, not after the analysis
+        run.check_save_target(save_grads, {"the model": model, "the --weights archive": weights},
+                              structural)
     report, built = run.analyze_file(model, losses=losses, dims=dims, seed=seed, dtype=dtype,
                                      structural=structural, max_memory=max_memory, weights=weights,
                                      counterfactual=not no_counterfactual)
@@ -164,9 +176,9 @@ def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, stru
     """Check the expectations and rules of model files (exit 1 when one fails)."""
     from gradflow.cli import run
     overrides = run.cli_settings(select=select, ignore=ignore, strict=strict, max_memory=max_memory)
-    files = run.model_files(paths)
+    files = run.find_models(paths)
     results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype,
-                              structural=structural, jobs=jobs)
+                              structural=structural, jobs=jobs, debug=ctx.find_root().params["debug"])
     run.render_check(results, fmt, ctx.obj["no_color"])
     sys.exit(run.check_exit_code(results))
 
@@ -247,6 +259,7 @@ def import_torch(ctx, target, output, weights_out):
 
 
 @cli.command()
+@fail_on_model_error
 def schema():
     """Print the JSON Schema of the model format (for editors)."""
     import json
@@ -257,6 +270,7 @@ def schema():
 
 @cli.command()
 @click.pass_context
+@fail_on_model_error
 def ops(ctx):
     """Print the op table: every op, its inputs, arguments and gradient."""
     from gradflow.cli.render import ops as render_ops
@@ -269,7 +283,12 @@ def run_console(no_color: bool, stderr: bool = False):
 
 
 def main() -> None:
-    cli(prog_name="gradflow")
+    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted
+    catch_interrupts()
+    try:
+        cli(prog_name="gradflow")
+    except Interrupted:   # before or after a command ran (inside one, its wrapper says it)
+        stop_interrupted()
 
 
 if __name__ == "__main__":

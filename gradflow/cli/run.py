@@ -4,7 +4,6 @@ load and analyse them (in parallel for ``-j``), pick the renderer, decide the ex
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,11 +13,9 @@ import numpy as np
 import gradflow
 from gradflow.analysis.analyze import analyze as analyze_model
 from gradflow.analysis.settings import settings_for
+from gradflow.cli.escape import shown
 from gradflow.cli.main import Exit
 from gradflow.errors import ModelError, did_you_mean
-from gradflow.importers import is_python_target
-
-MODEL_MARK = re.compile(r"^gradflow\s*:", re.MULTILINE)
 
 
 @dataclass
@@ -101,48 +98,48 @@ def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
     return out
 
 
-def model_files(paths) -> list:
-    """Files named explicitly, and in directories every *.yaml/*.yml with a top-level gradflow: key."""
-    files = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            for candidate in sorted(path.rglob("*")):
-                if candidate.suffix in (".yaml", ".yml") and candidate.is_file() and is_model(candidate):
-                    files.append(str(candidate))
-        elif path.exists() or is_python_target(raw):   # FILE.py:FUNC is imported, never scanned for
-            files.append(str(path) if path.exists() else raw)
-        else:
-            raise ModelError("no such file or directory", str(path), 1, 1)
-    return files
+def find_models(paths) -> list:
+    """What `check` checks: paths, or errors for paths that cannot be read; exit 2 when the
+    paths hold no model at all (a CI job that checks nothing must not pass)."""
+    from gradflow.cli.discover import model_files
+    items, warnings = model_files(paths)
+    print_warnings(warnings)
+    if not items:
+        click.echo(shown(f"gradflow: error: no model files found in {', '.join(paths)}"), err=True)
+        raise click.exceptions.Exit(Exit.INVALID)
+    return items
 
 
-def is_model(path: Path) -> bool:
+def check_one(item, overrides, options, debug=False) -> Result:
+    """One file's result; ``item`` is a path, or the ModelError that says why it cannot be read.
+    Whatever goes wrong is this file's result: the other files are still checked."""
+    if isinstance(item, ModelError):
+        return Result(item.path, error=item)
     try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 20).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return bool(MODEL_MARK.search(head))
-
-
-def check_one(path, overrides, options) -> Result:
-    try:
-        report, model = analyze_file(path, overrides=overrides, **options)
+        report, model = analyze_file(item, overrides=overrides, **options)
     except ModelError as e:
-        return Result(path, error=e)
+        return Result(item, error=e)
+    except Exception as e:   # a bug in gradflow, reported for this file
+        if debug:
+            import traceback
+            traceback.print_exc()
+        return lost(item, e)
     report.grads = {}   # not needed by check; keeps results light across processes
-    return Result(path, report, warnings=model.warnings)
+    return Result(item, report, warnings=model.warnings)
 
 
-def check_files(files, overrides, jobs=1, **options) -> list:
+def lost(item, error: Exception) -> Result:
+    path = item.path if isinstance(item, ModelError) else item
+    return Result(path, error=ModelError(f"internal error: {type(error).__name__}: {error} "
+                                         "(rerun with --debug)", path, 1, 1))
+
+
+def check_files(items, overrides, jobs=1, debug=False, **options) -> list:
     from gradflow.cli.render.console import progress
-    if jobs > 1 and len(files) > 1:
-        from concurrent.futures import ProcessPoolExecutor   # only here: it loads multiprocessing
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(check_one, f, overrides, options) for f in files]
-            return [future.result() for future in progress(futures, "checking")]
-    return [check_one(f, overrides, options) for f in progress(files, "checking")]
+    if jobs > 1 and len(items) > 1:
+        from gradflow.cli.workers import in_parallel
+        return in_parallel(check_one, items, jobs, (overrides, options, debug), lost, progress)
+    return [check_one(item, overrides, options, debug) for item in progress(items, "checking")]
 
 
 def check_exit_code(results) -> Exit:
@@ -153,12 +150,19 @@ def check_exit_code(results) -> Exit:
 
 def print_warnings(warnings) -> None:
     for w in warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(shown(f"warning: {w}"), err=True)
+
+
+def check_save_target(path, inputs, structural=False) -> None:
+    from gradflow.cli.save import check_target, usage
+    if structural:
+        raise usage("a structural run has no gradients to save; drop --structural")
+    check_target(path, inputs)
 
 
 def save_grads(report, path) -> None:
-    arrays = {f"{loss}/{param}": np.asarray(g) for (loss, param), g in report.grads.items()}
-    np.savez(path, **arrays)
+    from gradflow.cli.save import write_atomically
+    write_atomically(path, {f"{loss}/{param}": np.asarray(g) for (loss, param), g in report.grads.items()})
 
 
 def render_report(report, fmt: str, no_color: bool) -> None:
@@ -171,7 +175,7 @@ def render_check(results, fmt: str, no_color: bool) -> None:
     for r in results:
         print_warnings(r.warnings)
         if r.error is not None:   # an invalid model is always one located line on stderr
-            click.echo(str(r.error), err=True)
+            click.echo(shown(r.error), err=True)
     FORMATS[fmt].render_check(results, no_color)
 
 

@@ -15,7 +15,8 @@ from gradflow.engine import ALIASES, OPS
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.dims import parse_dim
 from gradflow.model.expr import parse_expression, parse_init
-from gradflow.model.source import Node, parse_yaml
+from gradflow.model.files import read_regular
+from gradflow.model.source import MAX_CHARS, Node, parse_yaml
 from gradflow.model.spec import (STATUSES, Entry, Init, InstanceSpec, LossSpec, ModelSpec, ModuleSpec,
                                  Place, TensorSpec)
 
@@ -352,10 +353,7 @@ def load_spec(path: str | Path, text: str | bytes | None = None) -> ModelSpec:
     """Read and check one model file."""
     path = str(path)
     if text is None:
-        try:
-            text = Path(path).read_bytes()
-        except OSError as e:
-            raise ModelError(f"cannot read model: {e.strerror or e}", path, 1, 1) from None
+        text = read_regular(path, "model", MAX_CHARS)
     return Loader(path).model(parse_yaml(text, path))
 
 

@@ -46,6 +46,9 @@ _OPENED = re.compile(r"while (?:parsing|scanning) an? (.+)")
 
 # YAML counts these as line breaks and editors do not: every line number after one would be off.
 _ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
+# Bidirectional embeddings, overrides and isolates make code display in another order than
+# it is read ("trojan source"); refused anywhere in the file, as rustc refuses them.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
@@ -158,8 +161,12 @@ def _as_text(data: str | bytes, path: str) -> str:
         raise ModelError("model file is larger than 16 MiB", path, 1, 1)
     if isinstance(data, (bytes, bytearray)):
         data = _decode_utf8(bytes(data), path)
+    if "\r" in data:   # YAML reads CR and CRLF as line breaks; the places found below count "\n"
+        data = data.replace("\r\n", "\n").replace("\r", "\n")
     for pattern, why in ((_NOT_PRINTABLE, "is not allowed in YAML"),
-                         (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it")):
+                         (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it"),
+                         (_BIDI, "changes the direction of the text around it, so the file reads "
+                                 "differently from how it displays; remove it")):
         bad = pattern.search(data)
         if bad:
             index = bad.start()

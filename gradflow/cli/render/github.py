@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
+from gradflow.cli.escape import shown
+
 
 def escape(text: str, prop: bool = False) -> str:
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    text = shown(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 

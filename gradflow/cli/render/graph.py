@@ -7,11 +7,12 @@ from __future__ import annotations
 import click
 
 from gradflow.analysis.paths import places
+from gradflow.cli.escape import shown
 
 
 def label(edge, path: str | None = None) -> str:
     """The cuts on an edge: 'stop_gradient 12:7', or with the file when it is not the model's."""
-    return ", ".join(places(edge.cuts, path))
+    return shown(", ".join(places(edge.cuts, path)))
 
 
 def quoted(name: str) -> str:

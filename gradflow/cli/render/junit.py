@@ -7,30 +7,31 @@ import xml.etree.ElementTree as ET
 import click
 
 from gradflow.analysis.settings import RULES
+from gradflow.cli.escape import shown
 
 
 def render_check(results, no_color: bool) -> None:
     suites = ET.Element("testsuites", name="gradflow")
     for r in results:
-        suite = ET.SubElement(suites, "testsuite", name=r.path)
+        suite = ET.SubElement(suites, "testsuite", name=shown(r.path))
         cases = failures = 0
         if r.error is not None:
-            case = ET.SubElement(suite, "testcase", name="model is valid", classname=r.path)
-            ET.SubElement(case, "error", message=r.error.message).text = str(r.error)
+            case = ET.SubElement(suite, "testcase", name="model is valid", classname=shown(r.path))
+            ET.SubElement(case, "error", message=shown(r.error.message)).text = shown(r.error)
             cases, failures = 1, 1
         else:
             for rule, (_, description) in RULES.items():
                 found = [f for f in r.report.findings if f.rule == rule]
-                case = ET.SubElement(suite, "testcase", name=f"{rule} {description}", classname=r.path)
+                case = ET.SubElement(suite, "testcase", name=f"{rule} {description}", classname=shown(r.path))
                 cases += 1
                 errors = [f for f in found if f.severity == "error" or r.report.settings.strict]
                 if errors:
                     failures += 1
-                    text = "\n".join(f"{f.file or f.path}:{f.line}:{f.col}: {f.message}" for f in errors)
-                    ET.SubElement(case, "failure", message=errors[0].message).text = text
+                    text = "\n".join(shown(f"{f.file or f.path}:{f.line}:{f.col}: {f.message}") for f in errors)
+                    ET.SubElement(case, "failure", message=shown(errors[0].message)).text = text
                 elif found:
                     ET.SubElement(case, "system-out").text = "\n".join(
-                        f"{f.file or f.path}:{f.line}:{f.col}: warning: {f.message}" for f in found)
+                        shown(f"{f.file or f.path}:{f.line}:{f.col}: warning: {f.message}") for f in found)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
     ET.indent(suites)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from gradflow.cli.escape import shown
+
 
 def cell(pair) -> str:
     text = pair.status
@@ -19,7 +21,7 @@ def cell(pair) -> str:
 
 def report_lines(report) -> list:
     m = report.model
-    lines = [f"### {m['name']} (`{m['path']}`, {m['mode']})", "",
+    lines = [shown(f"### {m['name']} (`{m['path']}`, {m['mode']})"), "",
              "| parameter | shape | " + " | ".join(l.name for l in report.losses) + " |",
              "|---|---|" + "---|" * len(report.losses)]
     for p in report.params:
@@ -28,7 +30,7 @@ def report_lines(report) -> list:
     if report.findings:
         lines.append("")
     for f in report.findings:
-        lines.append(f"- **{f.severity}** {f.rule} `{f.file or f.path}:{f.line}:{f.col}`: {f.message}")
+        lines.append(shown(f"- **{f.severity}** {f.rule} `{f.file or f.path}:{f.line}:{f.col}`: {f.message}"))
     return lines
 
 
@@ -40,7 +42,7 @@ def render_check(results, no_color: bool) -> None:
     lines = []
     for r in results:
         if r.error is not None:
-            lines += [f"### `{r.path}`: invalid", "", f"- **error** `{r.error}`"]
+            lines += [shown(f"### `{r.path}`: invalid"), "", shown(f"- **error** `{r.error}`")]
         else:
             lines += report_lines(r.report)
         lines.append("")

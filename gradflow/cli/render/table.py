@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "dim",
@@ -51,10 +52,10 @@ def cell(pair, notes: Notes) -> Text:
 def header(report) -> Text:
     m = report.model
     text = Text()
-    text.append(m["name"], style="bold")
-    text.append(f"  {m['path']}\n", style="dim")
+    text.append(shown(m["name"]), style="bold")
+    text.append(shown(f"  {m['path']}") + "\n", style="dim")
     if m.get("description"):
-        text.append(m["description"] + "\n", style="italic")
+        text.append(shown(m["description"]) + "\n", style="italic")
     mode = "structural (no numbers)" if m["mode"] == "structural" else f"numeric, seed {m['seed']}"
     text.append(f"{mode}; {m['params']} parameters, {m['param_count']:,} values; {m['nodes']} nodes")
     return text
@@ -104,11 +105,11 @@ def render_report(report, no_color: bool) -> None:
             out.print()
         out.print(table(report, losses, notes))
     for text, n in notes.texts.items():
-        out.print(f"[{n}] {text}", highlight=False, markup=False)
+        out.print(shown(f"[{n}] {text}"), highlight=False, markup=False)
     if report.findings:
         out.print()
     for f in report.findings:
-        line = Text(f"{f.file or f.path}:{f.line}:{f.col}: ")
+        line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
         line.append(f.severity, style=STYLE[f.severity])
-        line.append(f": {f.message} [{f.rule}]")
+        line.append(shown(f": {f.message} [{f.rule}]"))
         out.print(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console
 
 STYLE = {"error": "bold red", "warning": "yellow"}
@@ -20,9 +21,9 @@ def render_check(results, no_color: bool) -> None:
         for f in r.report.findings:
             errors += f.severity == "error"
             warnings += f.severity == "warning"
-            line = Text(f"{f.file or f.path}:{f.line}:{f.col}: ")
+            line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
             line.append(f.severity, style=STYLE[f.severity])
-            line.append(f": {f.message} [{f.rule}]")
+            line.append(shown(f": {f.message} [{f.rule}]"))
             out.print(line, soft_wrap=True)
     failed = sum(r.failed or r.error is not None for r in results)
     verdict = Text("ok" if not failed else f"{failed} failed", style="green" if not failed else "bold red")

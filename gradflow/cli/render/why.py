@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from gradflow.analysis.paths import places
+from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console
 from gradflow.cli.render.table import STYLE
 
@@ -20,8 +21,8 @@ def render(param: str, results, no_color: bool, model_path: str | None = None) -
             head.append(f" (norm {pair.norm:.3g})")
         out.print(head)
         for place in pair.dies_at:
-            out.print(f"  the gradient dies at {place.op} in {place.node} ({place.where(model_path)})",
-                      style="yellow")
+            out.print(f"  the gradient dies at {place.op} in {place.node} ({shown(place.where(model_path))})",
+                      style="yellow", markup=False)
         if not found:
             out.print("  no path: the loss does not depend on this parameter", style="dim")
         for number, path in enumerate(found, 1):
@@ -31,7 +32,7 @@ def render(param: str, results, no_color: bool, model_path: str | None = None) -
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
                 for place in places(step.cuts, model_path):
-                    line.append(f" [x {place}]", style="red")
+                    line.append(shown(f" [x {place}]"), style="red")
             out.print(line)
         if more:
             out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")

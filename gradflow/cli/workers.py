@@ -1,0 +1,76 @@
+"""`check -j N`: one call per file in worker processes, results in the order given.
+
+Workers ignore Ctrl-C, so one interrupt reaches only the main process, which stops
+them at once (they are terminated, not waited for) and exits 130. A worker that dies
+(killed for memory, say) breaks the whole pool; the files left unfinished are then
+checked again one at a time, each in a process of its own, so only the file that
+kills its process is lost (reported through ``lost(item, error)``).
+"""
+
+from __future__ import annotations
+
+import signal
+
+
+class WorkerDied(Exception):
+    """The process checking a file ended without a result (killed for memory, say)."""
+
+
+def ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> list:
+    """[func(item, *args) for item in items] on ``jobs`` processes."""
+    from concurrent.futures.process import BrokenProcessPool
+    pool = pool_of(jobs)
+    try:
+        futures = [(item, pool.submit(func, item, *args)) for item in items]
+        results, broken = [], []
+        for item, future in progress(futures, "checking"):
+            try:
+                results.append(future.result())
+            except BrokenProcessPool:   # some worker died: every file it left unfinished is lost
+                broken.append(len(results))
+                results.append(None)
+            except Exception as e:   # the result could not come back
+                results.append(lost(item, e))
+    except BaseException:
+        stop(pool)
+        raise
+    pool.shutdown()
+    for k in broken:   # again, one by one, so only the file that kills a worker is lost
+        results[k] = alone(func, items[k], args, lost)
+    return results
+
+
+def pool_of(jobs: int):
+    from concurrent.futures import ProcessPoolExecutor
+    return ProcessPoolExecutor(max_workers=jobs, initializer=ignore_interrupts)
+
+
+def alone(func, item, args: tuple, lost):
+    from concurrent.futures.process import BrokenProcessPool
+    pool = pool_of(1)
+    try:
+        return pool.submit(func, item, *args).result()
+    except BrokenProcessPool:
+        return lost(item, WorkerDied("the process checking this file died, perhaps killed for memory"))
+    except Exception as e:
+        return lost(item, e)
+    except BaseException:
+        stop(pool)
+        raise
+    finally:
+        pool.shutdown(wait=False)
+
+
+def stop(pool) -> None:
+    """Cancel what has not started and end the workers now, not after their current file."""
+    # Python 3.14 has pool.terminate_workers(); before it, the pool's own table of processes.
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+    for process in workers:
+        process.join(timeout=1)

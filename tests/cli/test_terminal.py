@@ -1,0 +1,123 @@
+"""Terminal safety: text from a model never reaches a terminal raw, direction overrides are
+refused in model files, CR-only files are located right, any COLUMNS still prints."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gradflow
+from gradflow.cli.escape import UNSAFE as UNSAFE_CHARS
+from gradflow.cli.escape import shown
+from gradflow.cli.main import cli
+from gradflow.errors import ModelError
+from tests.conftest import MODELS
+
+HOSTILE = r"""
+gradflow: 1
+name: "\e]0;pwned\a\e[2J"
+description: "clears \e[2J the screen\rand\nfakes a line \u202e txt.exe"
+params:
+  w: {shape: [3]}
+graph:
+  s: {expr: "stop_gradient(w)", source: "tr\e[2Jain\u202e.py:3:1"}
+  z: sum(w * w) + sum(s * s)
+losses: [z]
+expect:
+  z: {blocked: [w]}
+"""
+UNSAFE = ("\x1b", "\x07", "\r", "\u202e")
+
+
+def run(*args, env=None):
+    # color=True: click would otherwise strip escape sequences, as it does for a pipe.
+    return CliRunner().invoke(cli, [str(a) for a in args], color=True, env=env)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("plain words", "plain words"),
+    ("\x1b[2J", "\\x1b[2J"),
+    ("a\nb\tc\rd", "a\\nb\\tc\\rd"),
+    ("\x9b31m\x7f", "\\x9b31m\\x7f"),
+    ("abc\u202etxt.exe\u2066", "abc\\u202etxt.exe\\u2066"),
+    ("name\udcff.yaml", "name\\xff.yaml"),   # a byte that is not UTF-8, from os.fsdecode
+    ("line\u2028sep", "line\\u2028sep"),
+    ("not\uffffxml", "not\\uffffxml"),
+    ("ünïcode → fine", "ünïcode → fine"),
+])
+def test_shown_escapes_control_direction_and_undecodable_characters(text, expected):
+    assert shown(text) == expected
+
+
+@pytest.mark.parametrize("args", [
+    "analyze M", "analyze M --format markdown", "check M", "check M --format markdown",
+    "check M --format github", "check M --format junit", "why M w", "graph M", "gradcheck M",
+])
+def test_model_text_reaches_no_renderer_raw(write_model, args):
+    path = write_model(HOSTILE)
+    result = run(*[path if a == "M" else a for a in args.split()], env={"COLUMNS": "400"})
+    assert result.exit_code in (0, 1), result.output
+    out = result.stdout + result.stderr
+    assert [c for c in UNSAFE if c in out] == []
+    if args == "analyze M":
+        assert "\\x1b]0;pwned\\x07\\x1b[2J" in out and "\\u202e txt.exe" in out
+    if args.split()[0] in ("why", "graph"):   # a place in another file, named by the model
+        assert "tr\\x1b[2Jain\\u202e.py:3:1" in out
+
+
+@pytest.mark.parametrize("where, text, col", [
+    ("comment", "  z: sum(w)  # \u202e } ;gnirts\n", 16),
+    ("expression", "  z: sum(w) \u2066+ 0\n", 13),
+    ("quoted", '  z: "sum(w)\u202c"\n', 13),
+])
+def test_bidirectional_overrides_are_refused_with_a_place(write_model, where, text, col):
+    path = write_model("gradflow: 1\nparams:\n  w: {shape: [3]}\ngraph:\n" + text + "losses: [z]\n")
+    with pytest.raises(ModelError) as caught:
+        gradflow.load(path)
+    e = caught.value
+    assert (e.line, e.col) == (5, col) and "changes the direction of the text" in e.message
+
+
+@pytest.mark.parametrize("text, place", [
+    ("gradflow: 1\nparams:\n  w: {shape: [3]}\ngraph:\n  z: sum(relux(w))\nlosses: [z]\n", (5, 10)),
+    ("gradflow: 1\nparams:\n  w: {shape: [3]}\ngraph:\n  z: |\n    sum(\n      relux(w))\nlosses: [z]\n",
+     (7, 7)),
+    ("gradflow: 1\n# a comment\nparams:\n  w: {shape: [3]}\x01\n", (4, 18)),
+])
+@pytest.mark.parametrize("newline", ["\n", "\r", "\r\n"])
+def test_line_endings_do_not_move_error_places(tmp_path, text, place, newline):
+    path = tmp_path / "m.yaml"
+    path.write_bytes(text.replace("\n", newline).encode())
+    with pytest.raises(ModelError) as caught:
+        gradflow.load(str(path))
+    assert (caught.value.line, caught.value.col) == place
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "-3", "abc", "100000000", "9" * 5000])
+def test_any_columns_value_still_prints_the_table(columns):
+    result = run("analyze", MODELS / "stop_gradient_tape.yaml", env={"COLUMNS": columns, "LINES": columns})
+    assert result.exit_code == 0
+    assert "stop_gradient_tape" in result.stdout and "flows 7" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 1000
+
+
+def test_a_narrow_terminal_still_keeps_words_whole():
+    result = run("analyze", str(MODELS / "stop_gradient_tape.yaml"), env={"COLUMNS": "0"})
+    assert "stop_gradient" in result.stdout and os.linesep.join(["s", "t"]) not in result.stdout
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40))
+def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
+    import unicodedata
+    out = shown(text)
+    assert not UNSAFE_CHARS.search(out)
+    assert not [c for c in out if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")]
+    assert not [c for c in out if unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF",
+                                                                      "LRI", "RLI", "FSI", "PDI")]
+    if not UNSAFE_CHARS.search(text):
+        assert out == text
