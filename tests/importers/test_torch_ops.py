@@ -28,7 +28,8 @@ class Zoo(nn.Module):
             "reduce": h.sum(dim=1, keepdim=True).mean() + h.amax(dim=0).sum() + h.max(dim=1).values.sum()
                       + h.var(dim=1).sum() + h.std() + torch.logsumexp(h, dim=1).sum() + h.norm(dim=1).sum()
                       + torch.linalg.vector_norm(h),
-            "soft": F.softmax(h, dim=-1)[:, 0].sum() + F.log_softmax(h, dim=0).sum(),
+            "soft": F.softmax(h, dim=-1)[:, 0].sum() + F.log_softmax(h, dim=0).sum()
+                    + F.nll_loss(F.log_softmax(h, dim=1), idx) + F.normalize(h, dim=-1)[:, 1].sum(),
             "losses": F.mse_loss(h, y.detach(), reduction="sum") + F.l1_loss(h, y.detach())
                       + F.binary_cross_entropy_with_logits(h, (y > 0.5).double())
                       + F.binary_cross_entropy(y, torch.ones_like(y) * 0.3)
