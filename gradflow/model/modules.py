@@ -61,7 +61,8 @@ def check_module_cycles(spec) -> list:
 def check_expansion(spec, dims: dict, limit: int) -> None:
     """Refuse, before anything is built, modules that expand past ``limit`` nodes: a
     module calling another twice, thirty levels deep, is 2**30 nodes; so is repeat
-    with times=10**9. Sizes are counted in expression-tree nodes, callees first."""
+    with times=10**9. Sizes are counted in the tape nodes an expression records (its op
+    calls, operators and subscripts; names and numbers record none), callees first."""
     sizes: dict[str, int] = {}
     for name in check_module_cycles(spec):
         module = spec.modules[name]
@@ -73,7 +74,7 @@ def check_expansion(spec, dims: dict, limit: int) -> None:
 def graph_size(spec, graph, dims: dict, sizes: dict, limit: int) -> int:
     total = 0
     for entry in graph:
-        total += sum(1 for _ in ast.walk(entry.tree)) if entry.tree is not None else 1
+        total += recorded(entry.tree) if entry.tree is not None else 1
         for callee, node, repeated in callees(spec, [entry]):
             times = static_int(node.keywords, node.args, dims) if repeated else 1
             total += times * sizes[callee]
@@ -82,6 +83,15 @@ def graph_size(spec, graph, dims: dict, sizes: dict, limit: int) -> int:
                                  f"(about {total:.3g}); check repeat counts and nested module calls",
                                  spec.path, node.lineno, node.col_offset)
     return total
+
+
+RECORDING = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript)
+
+
+def recorded(tree) -> int:
+    """How many tape nodes an expression records at most (a module call's own nodes are
+    counted separately, as its callee's size)."""
+    return max(1, sum(isinstance(node, RECORDING) for node in ast.walk(tree)))
 
 
 def static_int(keywords, args, dims: dict) -> int:
@@ -98,10 +108,16 @@ def fold(node, dims):
         return node.value
     if isinstance(node, ast.Name) and node.id in dims:
         return dims[node.id]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Pow, ast.Sub)):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = fold(node.operand, dims)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Pow, ast.Sub,
+                                                            ast.FloorDiv, ast.Div)):
         a, b = fold(node.left, dims), fold(node.right, dims)
         if isinstance(node.op, ast.Pow):
             return a ** b if abs(b) <= 64 and abs(a) < 2 ** 64 else 2 ** 64
+        if isinstance(node.op, (ast.FloorDiv, ast.Div)):
+            return a // b if isinstance(node.op, ast.FloorDiv) else a / b
         return a + b if isinstance(node.op, ast.Add) else (a * b if isinstance(node.op, ast.Mult) else a - b)
     raise ValueError("not static")
 

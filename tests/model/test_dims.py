@@ -88,3 +88,33 @@ def test_instance_dim_the_module_does_not_declare_is_an_error(write_model):
         gradflow.load(write_model(MODULES.replace("dims: {out: actions}", "dims: {outt: actions}")))
     assert "module 'mlp' has no dim 'outt' (did you mean 'out'?)" in e.value.message
     assert e.value.line == 17
+
+
+# ---------------------------------------------------------------- sizes counted before building
+def test_a_long_flat_sum_is_not_deep_nesting(write_model):
+    terms = " + ".join(["w"] * 2400)
+    path = write_model(f"gradflow: 1\nparams:\n  w: {{shape: [4], init: ones}}\ngraph:\n"
+                       f"  loss: sum({terms})\nlosses: [loss]\n")
+    report = gradflow.analyze(gradflow.load(path))
+    assert report.pair("w", "loss").norm == pytest.approx(2400 * 2)
+
+
+def test_the_node_limit_counts_recorded_ops_not_expression_tree_nodes(write_model):
+    from gradflow.model.build import MAX_NODES
+    from gradflow.model.load import load_spec
+    from gradflow.model.modules import check_expansion
+    text = ("gradflow: 1\nmodules:\n  step:\n    inputs: [x]\n    graph:\n      y: tanh(x)\n    output: y\n"
+            "params:\n  w: {shape: [4]}\ngraph:\n  h: repeat(step, w, times=TIMES)\n  loss: sum(h)\n"
+            "losses: [loss]\n")
+    check_expansion(load_spec(write_model(text.replace("TIMES", "999990"))), {}, MAX_NODES)   # fits
+    with pytest.raises(ModelError):
+        check_expansion(load_spec(write_model(text.replace("TIMES", "2 * 600000"))), {}, MAX_NODES)
+
+
+def test_window_temporaries_count_in_the_memory_estimate(write_model):
+    text = ("gradflow: 1\ninputs:\n  x: {shape: [1, 1, 64, 64]}\nparams:\n  w: {shape: [1, 1, 9, 9]}\n"
+            "graph:\n  loss: sum(conv2d(x, w))\nlosses: [loss]\n")
+    model = gradflow.load(write_model(text))
+    values_and_grads = sum(n.size * 8 * (3 if n.requires_grad else 1) for n in model.tape.nodes)
+    windows = 56 * 56 * 81 * 8          # every output position reads a 9x9 window
+    assert model.memory_estimate() == values_and_grads + windows
