@@ -188,7 +188,7 @@ class Member:
                 raw = member.read(nbytes)
                 if len(raw) != nbytes or member.read(1):
                     raise EOFError(f"{len(raw):,} of {nbytes:,} bytes")
-        except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
+        except (OSError, EOFError, zipfile.BadZipFile, ValueError, KeyError) as e:   # KeyError: replaced
             raise WeightsError(self.path, f"cannot read weights: member {self.name!r} is damaged "
                                           f"({first_line(e)})") from None
         finally:

@@ -222,3 +222,12 @@ def test_weights_archive_of_thousands_of_members_is_read_in_linear_time(tmp_path
     m.materialize()
     assert time.monotonic() - start < 3.0   # the zip directory was parsed once per member: 8 s
     assert m.params[f"p{n - 1}"].value.tolist() == [n - 1.0, n - 1.0]
+
+
+def test_weights_archive_replaced_between_checking_and_reading_is_an_error(tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, x=np.array(5.0), y=np.array(1.0))
+    m = gradflow.load(TAPE, weights=str(path))
+    np.savez(path, z=np.array(1.0))   # another archive under the same name before the values are read
+    with pytest.raises(ModelError, match="cannot read weights: member 'x.npy' is damaged"):
+        m.materialize()
