@@ -16,9 +16,34 @@ class Interrupted(BaseException):
     into 'Aborted!' and exit 1."""
 
 
+GRACE = 0.8   # seconds the main thread has to end cleanly before the watchdog ends the process
+announced = False
+
+
 def catch_interrupts() -> None:
-    """Ctrl-C raises Interrupted from now on (the CLI's entry point calls this)."""
+    """Ctrl-C raises Interrupted from now on (the CLI's entry point calls this), and a
+    watchdog thread makes sure the process ends within a second even when the main
+    thread is inside a long numpy call: Python runs signal handlers only between
+    bytecodes, but writes the signal to the wakeup pipe at once."""
+    import threading
     signal.signal(signal.SIGINT, interrupted)
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    threading.Thread(target=watchdog, args=(read,), daemon=True).start()
+
+
+def watchdog(read: int) -> None:
+    import time
+    while os.read(read, 1) != bytes([signal.SIGINT]):
+        pass
+    time.sleep(GRACE)   # normally the process has ended by now
+    if not announced:
+        click.echo("gradflow: interrupted", err=True)
+    import multiprocessing
+    for child in multiprocessing.active_children():   # -j workers
+        child.terminate()
+    os._exit(Exit.INTERRUPTED)
 
 
 def interrupted(signum=None, frame=None):
@@ -29,6 +54,8 @@ def interrupted(signum=None, frame=None):
 
 
 def stop_interrupted() -> None:
+    global announced
+    announced = True
     click.echo("gradflow: interrupted", err=True)
     sys.exit(Exit.INTERRUPTED)
 
