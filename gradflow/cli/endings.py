@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -34,14 +35,14 @@ def catch_interrupts() -> None:
 
 
 def watchdog(read: int) -> None:
-    import time
+    # Imports nothing: the main thread may hold the import lock when this runs.
     while os.read(read, 1) != bytes([signal.SIGINT]):
         pass
     time.sleep(GRACE)   # normally the process has ended by now
     if not announced:
         click.echo("gradflow: interrupted", err=True)
-    import multiprocessing
-    for child in multiprocessing.active_children():   # -j workers
+    processes = sys.modules.get("multiprocessing")   # loaded only when -j started workers
+    for child in processes.active_children() if processes else ():
         child.terminate()
     os._exit(Exit.INTERRUPTED)
 
