@@ -46,7 +46,7 @@ from gradflow.engine.shapes import (
     cross_entropy_shape, dropout_shape, expand_dims_shape, index_shape, layer_norm_shape,
     loss_shape, matmul_shape, one_hot_shape, pool_shape, reduce_shape, reshape_shape, same_shape,
     scalar_attrs_shape,
-    squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
+    squeeze_shape, stack_shape, window_scratch, take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.errors import ShapeError
 
@@ -69,6 +69,7 @@ class Op:
     seeded: bool = False             # takes a `seed` attribute that a model gives each call its own of
     derivative: bool = True          # False: the rule deliberately is not the forward's derivative
     gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
+    scratch: Callable | None = None  # scratch(out_shape, *input_shapes, **attrs): elements of its largest temporary
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
 
     def __post_init__(self):
@@ -302,17 +303,17 @@ defop("dropout", inputs=("x",), forward=dropout, vjps=(dropout_vjp,), shape=drop
       attrs={"p": REQUIRED, "seed": 0}, seeded=True, **_NN)
 defop("conv2d", inputs=("x", "w"), forward=conv2d, vjps=(conv2d_vjp_x, conv2d_vjp_w), shape=conv2d_shape,
       doc="2-D cross-correlation: x [N, C, H, W], w [O, C, kH, kW]; stride and padding int or pair",
-      attrs={"stride": 1, "padding": 0}, **_NN)
+      attrs={"stride": 1, "padding": 0}, scratch=window_scratch, **_NN)
 defop("max_pool2d", inputs=("x",),
       forward=lambda x, kernel, stride=None: np.max(pool_windows(x, kernel, stride), axis=-1),
       vjps=(max_pool2d_vjp,), shape=pool_shape,
       doc="maximum over windows of the last two axes; stride defaults to kernel; ties go to the first",
-      attrs={"kernel": REQUIRED, "stride": None}, **_NN)
+      attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch, **_NN)
 defop("avg_pool2d", inputs=("x",),
       forward=lambda x, kernel, stride=None: np.mean(pool_windows(x, kernel, stride), axis=-1),
       vjps=(avg_pool2d_vjp,), shape=pool_shape,
       doc="mean over windows of the last two axes; stride defaults to kernel",
-      attrs={"kernel": REQUIRED, "stride": None}, **_NN)
+      attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch, **_NN)
 defop("one_hot", inputs=("idx",), forward=lambda idx, n: np.equal(np.expand_dims(idx, -1), np.arange(n)),
       vjps=(None,), shape=one_hot_shape, doc="a float [..., n] that is 1 at each integer index",
       attrs={"n": REQUIRED}, int_inputs=(0,), **_NN)

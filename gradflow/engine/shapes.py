@@ -300,3 +300,15 @@ def pool_shape(x, kernel, stride=None):
     if kh > x[-2] or kw > x[-1]:
         raise ShapeError(f"kernel {fmt((kh, kw))} is larger than the input {fmt(x[-2:])}")
     return x[:-2] + ((x[-2] - kh) // sh + 1, (x[-1] - kw) // sw + 1)
+
+
+def window_scratch(out, x, w=None, kernel=None, **attrs) -> int:
+    """Elements of the window copy a conv2d or pool makes: every output position times
+    the window it reads (times the input channels, for a convolution)."""
+    size = 1
+    for n in out:
+        size *= n
+    if w is not None:                        # conv2d: out [N, O, Ho, Wo], w [O, C, kH, kW]
+        return size // max(out[1], 1) * w[1] * w[2] * w[3]
+    kh, kw = pair(kernel, "kernel", 1)
+    return size * kh * kw

@@ -15,8 +15,9 @@ import numpy as np
 
 from gradflow.engine import Tape, Tensor
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
-from gradflow.model.init import default_init, first_used_as_gain, init_problem, initial_value, sha256
+from gradflow.model.init import value_problem, default_init, first_used_as_gain, init_problem, initial_value, sha256
 from gradflow.model.modules import ModuleCalls, check_expansion
 from gradflow.model.spec import ModelSpec, Place, TensorSpec
 
@@ -57,12 +58,16 @@ class Model:
 
     def memory_estimate(self) -> int:
         """Bytes a numeric run holds at its peak: every value, plus a gradient for each node
-        that can receive one (twice over while a counterfactual sweep runs)."""
-        total = 0
+        that can receive one (twice over while a counterfactual sweep runs), plus the largest
+        temporary one op makes on the way (a convolution's window copy)."""
+        total, scratch = 0, 0
         for node in self.tape.nodes:
             nbytes = node.size * node.dtype.itemsize
             total += nbytes * (3 if node.requires_grad else 1)
-        return total
+            if node.op is not None and node.op.scratch is not None:
+                elements = node.op.scratch(node.shape, *[p.shape for p in node.parents], **node.attrs)
+                scratch = max(scratch, elements * node.dtype.itemsize)
+        return total + scratch
 
     def keep_losses(self, names) -> None:
         """Analyse only these losses (and check only their expectations)."""
@@ -120,7 +125,9 @@ class Builder(ModuleCalls):
         return ModelError(message, self.path, place.line, place.col)
 
     def resolve_dims(self, overrides: dict) -> dict:
-        dims = {name: value for name, (value, _) in self.spec.dims.items()}
+        """The file's dims after --dim overrides, expressions evaluated last."""
+        declared = dict(self.spec.dims)
+        dims = declared
         for name, value in overrides.items():
             if name not in dims:
                 known = f" (it has {', '.join(dims)})" if dims else " (it declares no dims)"
@@ -129,8 +136,8 @@ class Builder(ModuleCalls):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise self.fail(f"--dim {name}={value}: a dim must be a positive integer",
                                 self.spec.dims[name][1])
-            dims[name] = value
-        return dims
+            declared[name] = (value, declared[name][1])
+        return resolve_dims(declared, {}, self.path, "dims")
 
     # -- the whole model ---------------------------------------------------------
     def build(self) -> Model:
@@ -209,12 +216,15 @@ class Builder(ModuleCalls):
             if np.shape(init.value) != shape and int(np.prod(shape)) != np.size(init.value):
                 raise self.fail(f"value of {name!r} has shape {list(np.shape(init.value))}, "
                                 f"but the shape is {list(shape)}", init.place)
+            problem = value_problem(init.value, is_int)
+            if problem:
+                raise self.fail(f"value of {name!r}: {problem}", init.place)
             self.model.inits[name] = ("value", init.value)
         else:
             if init.kind == "randint" and not is_int:
                 raise self.fail(f"randint initialises integer inputs; give {name!r} dtype: int", init.place)
             args = tuple(self.dim_value(a, dims, init.place) for a in init.args)
-            problem = init_problem(init.kind, args)
+            problem = init_problem(init.kind, args, shape)
             if problem:
                 raise self.fail(f"init of {name!r}: {problem}", init.place)
             self.model.inits[name] = (init.kind, args)
@@ -260,7 +270,10 @@ class Builder(ModuleCalls):
 
 def mean_hint(name: str, entry) -> str:
     """How to reduce a non-scalar loss, written in the model's own terms."""
-    text = ast.unparse(entry.tree) if entry.tree is not None else ""
+    try:
+        text = ast.unparse(entry.tree) if entry.tree is not None else ""
+    except RecursionError:     # a very long expression: no short hint to give
+        text = ""
     if len(entry.targets) == 1 and 0 < len(text) <= 60:
         return f"{name}: mean({text})"
     return f"a new graph entry {name}_mean: mean({name}), listed under losses"

@@ -9,6 +9,7 @@ argument (``axis``, a shape, an index) is expected is an error with a place.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 
 from gradflow.engine import ALIASES, OPS, Tensor
@@ -87,7 +88,16 @@ class Evaluator:
 
     # -- leaves ------------------------------------------------------------------
     def eval_Constant(self, node):
-        return node.value
+        return self.number(node.value, node) if is_number(node.value) else node.value
+
+    def number(self, value, node):
+        """A number the engine can hold: an int within 64 bits or a finite float."""
+        if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
+            digits = len(str(abs(value))) if value.bit_length() < 20000 else "thousands of"
+            raise self.fail(node, f"the number ({digits} digits) is too large: numbers must fit in 64 bits")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(node, f"the number is {value}: it overflows a float")
+        return value
 
     def eval_Name(self, node):
         return self.lookup(node.id, node)
@@ -137,11 +147,18 @@ class Evaluator:
         raise self.fail(node, f"cannot negate {static_text(value)}")
 
     def eval_BinOp(self, node):
-        name = BINARY[type(node.op)]
-        a, b = self.eval(node.left), self.eval(node.right)
-        if is_number(a) and is_number(b):
-            return self.fold(name, a, b, node)
-        return self.apply(name, node, self.as_tensor(a, node.left), self.as_tensor(b, node.right))
+        spine = []                     # a + b + c + ...: left to right in a loop, not by recursion
+        while isinstance(node, ast.BinOp):
+            spine.append(node)
+            node = node.left
+        a = self.eval(node)
+        for op_node in reversed(spine):
+            name, b = BINARY[type(op_node.op)], self.eval(op_node.right)
+            if is_number(a) and is_number(b):
+                a = self.fold(name, a, b, op_node)
+            else:
+                a = self.apply(name, op_node, self.as_tensor(a, op_node.left), self.as_tensor(b, op_node.right))
+        return a
 
     def eval_Compare(self, node):
         name = COMPARE[type(node.ops[0])]
@@ -165,7 +182,7 @@ class Evaluator:
             raise self.fail(node, f"constant arithmetic failed: {e}") from None
         if isinstance(value, complex):
             raise self.fail(node, f"constant arithmetic gives a complex number: ({a!r}) ** {b!r}")
-        return value
+        return self.number(value, node)
 
     # -- calls -----------------------------------------------------------------------
     def eval_Call(self, node):

@@ -124,7 +124,9 @@ def check(tree: ast.expr, path: str) -> None:
         problem = refusal(node)
         if problem:
             raise refuse(node, path, problem)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node)
+        # a + b + c ...: a chain of operators is long, not deep (the evaluator walks it in a loop)
+        stack.extend((child, depth + (not (isinstance(node, ast.BinOp) and child is node.left)))
+                     for child in ast.iter_child_nodes(node)
                      if not isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop)))
 
 

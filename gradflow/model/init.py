@@ -59,8 +59,11 @@ def initial_value(kind: str, args: tuple, shape: tuple, dtype, seed: int, name: 
     return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype)
 
 
-def init_problem(kind: str, args: tuple) -> str | None:
-    """Why these init arguments (dim names resolved) cannot make values, or None."""
+def init_problem(kind: str, args: tuple, shape: tuple = ()) -> str | None:
+    """Why these init arguments (dim names resolved) cannot make values for ``shape``, or None."""
+    if kind in ("glorot", "he") and len(shape) < 2:
+        return (f"{kind} needs a weight of at least 2 axes (fan-in and fan-out), not shape {list(shape)}; "
+                "use normal(mean, std), uniform(low, high) or zeros")
     if not all(finite(a) for a in args):
         return f"arguments must be finite numbers, got {args}"
     if kind == "normal" and args and args[1] < 0:
@@ -74,6 +77,23 @@ def init_problem(kind: str, args: tuple) -> str | None:
             return f"randint(low, high) takes integers, got {args}"
         if not -INT64 <= args[0] < args[1] < INT64:
             return f"randint(low, high) needs low < high (high excluded, 64-bit integers), got {args}"
+    return None
+
+
+def value_problem(value, is_int: bool) -> str | None:
+    """Why the numbers of a `value:` list cannot be this tensor's, or None: floats are
+    never truncated into an int tensor, and every number must fit its dtype."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif is_int and not isinstance(item, int):
+            return f"{item!r} is not a whole number, and the tensor is dtype: int (never truncated)"
+        elif is_int and not -INT64 <= item < INT64:
+            return f"{item} does not fit in a 64-bit integer"
+        elif not is_int and isinstance(item, int) and not finite(item):
+            return f"{item} is too large for a float"   # NaN and infinities are deliberate values
     return None
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gradflow.engine import ALIASES, OPS
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.dims import parse_dim
 from gradflow.model.expr import parse_expression, parse_init
 from gradflow.model.files import read_regular
 from gradflow.model.source import MAX_CHARS, Node, parse_yaml
@@ -125,14 +126,23 @@ class Loader:
         return spec
 
     def dims(self, node: Node | None, what: str) -> dict:
+        """{name: (int or DimExpr, Place)}: a size, or an integer expression of other dims."""
         if node is None or node.value is None:
             return {}
-        return {self.dim_name(k, node.keys[k], what): (self.integer(v, f"dim {k!r}", low=1), place_of(v))
-                for k, v in self.mapping(node, what).items()}
+        out = {}
+        for key, value in self.mapping(node, what).items():
+            name = self.dim_name(key, node.keys[key], what)
+            if isinstance(value.value, str):
+                out[name] = (parse_dim(value.value, self.path, place_of(value)), place_of(value))
+            else:
+                out[name] = (self.integer(value, f"dim {key!r}", low=1), place_of(value))
+        return out
 
     def dim_name(self, name, at, what):
-        if not NAME.match(name):
-            raise self.fail(f"{what}: {name!r} is not a valid name", at)
+        if not DIM_NAME.match(name):
+            raise self.fail(f"{what}: {name!r} is not a valid dim name (letters, digits and _)", at)
+        if name in RESERVED:
+            raise self.fail(f"{what}: {name!r} is the name of an op; choose another name", at)
         return name
 
     def tensors(self, node: Node | None, kind: str, scope: dict | None = None) -> dict:
@@ -252,6 +262,13 @@ class Loader:
                 dims = self.dims(fields.get("dims"), f"dims of instance {key!r}")
             if module not in modules:
                 raise self.fail(f"unknown module {module!r}{did_you_mean(module, modules)}", at)
+            for dim in dims:
+                if dim not in modules[module].dims:
+                    declared = modules[module].dims
+                    hint = did_you_mean(dim, declared) or (
+                        f" (it declares {', '.join(declared)})" if declared else " (it declares no dims)")
+                    raise self.fail(f"instance {key!r}: module {module!r} has no dim {dim!r}{hint}",
+                                    fields["dims"].keys[dim])
             out[key] = InstanceSpec(key, module, dims, place_of(value))
         return out
 

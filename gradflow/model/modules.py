@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Scope, later_names
 from gradflow.model.expr import dotted_name
 
@@ -60,11 +61,12 @@ def check_module_cycles(spec) -> list:
 def check_expansion(spec, dims: dict, limit: int) -> None:
     """Refuse, before anything is built, modules that expand past ``limit`` nodes: a
     module calling another twice, thirty levels deep, is 2**30 nodes; so is repeat
-    with times=10**9. Sizes are counted in expression-tree nodes, callees first."""
+    with times=10**9. Sizes are counted in the tape nodes an expression records (its op
+    calls, operators and subscripts; names and numbers record none), callees first."""
     sizes: dict[str, int] = {}
     for name in check_module_cycles(spec):
         module = spec.modules[name]
-        scope = {**dims, **{k: v for k, (v, _) in module.dims.items()}}
+        scope = resolve_dims(module.dims, dims, spec.path, f"dims of module {name!r}")
         sizes[name] = graph_size(spec, module.graph, scope, sizes, limit)
     graph_size(spec, spec.graph, dims, sizes, limit)
 
@@ -72,7 +74,7 @@ def check_expansion(spec, dims: dict, limit: int) -> None:
 def graph_size(spec, graph, dims: dict, sizes: dict, limit: int) -> int:
     total = 0
     for entry in graph:
-        total += sum(1 for _ in ast.walk(entry.tree)) if entry.tree is not None else 1
+        total += recorded(entry.tree) if entry.tree is not None else 1
         for callee, node, repeated in callees(spec, [entry]):
             times = static_int(node.keywords, node.args, dims) if repeated else 1
             total += times * sizes[callee]
@@ -81,6 +83,15 @@ def graph_size(spec, graph, dims: dict, sizes: dict, limit: int) -> int:
                                  f"(about {total:.3g}); check repeat counts and nested module calls",
                                  spec.path, node.lineno, node.col_offset)
     return total
+
+
+RECORDING = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript)
+
+
+def recorded(tree) -> int:
+    """How many tape nodes an expression records at most (a module call's own nodes are
+    counted separately, as its callee's size)."""
+    return max(1, sum(isinstance(node, RECORDING) for node in ast.walk(tree)))
 
 
 def static_int(keywords, args, dims: dict) -> int:
@@ -97,10 +108,16 @@ def fold(node, dims):
         return node.value
     if isinstance(node, ast.Name) and node.id in dims:
         return dims[node.id]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Pow, ast.Sub)):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = fold(node.operand, dims)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Pow, ast.Sub,
+                                                            ast.FloorDiv, ast.Div)):
         a, b = fold(node.left, dims), fold(node.right, dims)
         if isinstance(node.op, ast.Pow):
             return a ** b if abs(b) <= 64 and abs(a) < 2 ** 64 else 2 ** 64
+        if isinstance(node.op, (ast.FloorDiv, ast.Div)):
+            return a // b if isinstance(node.op, ast.FloorDiv) else a / b
         return a + b if isinstance(node.op, ast.Add) else (a * b if isinstance(node.op, ast.Mult) else a - b)
     raise ValueError("not static")
 
@@ -128,8 +145,8 @@ class ModuleCalls:
         return self.expand(module, path, overrides, args, node)
 
     def expand(self, module, path: str, overrides: dict, args: list, node):
-        dims = {**self.model.dims, **{k: v for k, (v, _) in module.dims.items()},
-                **{k: v for k, (v, _) in overrides.items()}}
+        dims = resolve_dims({**module.dims, **overrides}, self.model.dims, self.path,
+                            f"dims of {'instance ' + repr(path) if overrides else 'module ' + repr(module.name)}")
         params = self.instantiate(module, path, dims, node)
         tensors = {**dict(zip(module.inputs, args)), **params}
         scope = Scope(path + ".", tensors, dims, later_names(module.graph), f"module {module.name!r}")

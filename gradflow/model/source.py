@@ -72,6 +72,7 @@ class Node:
     style: str | None = None
     keys: dict[str, tuple[int, int]] | None = None
     size: int = 1
+    chars: int = field(default=0, compare=False)   # text in the subtree: what an alias of it copies
     # A string's source text when its value is not a copy of one line of the file
     # (folded, multi-line, block, escaped or rejoined), so places inside it can be found.
     raw: str | None = field(default=None, compare=False, repr=False)
@@ -257,14 +258,14 @@ def _clip(text: str, limit: int = 40) -> str:
 class _Frame:
     """A mapping or sequence whose end event has not arrived yet."""
 
-    __slots__ = ("items", "keys", "key", "line", "col", "anchor", "size", "height")
+    __slots__ = ("items", "keys", "key", "line", "col", "anchor", "size", "height", "chars")
 
     def __init__(self, is_map: bool, mark, anchor: str | None):
         self.items: dict | list = {} if is_map else []
         self.keys: dict[str, tuple[int, int]] | None = {} if is_map else None
         self.key: str | None = None  # a mapping key still waiting for its value
         self.line, self.col = mark.line + 1, mark.column + 1
-        self.anchor, self.size = anchor, 1
+        self.anchor, self.size, self.chars = anchor, 1, 0
         self.height = 0  # deepest child's nesting, aliases expanded
 
 
@@ -277,6 +278,7 @@ class _TreeBuilder:
         self.anchors: dict[str, tuple[Node, int]] = {}  # name -> (node, height)
         self.open_anchors: dict[str, int] = {}  # name -> line, node not finished
         self.total = 0  # the root's expanded size so far
+        self.copied = 0  # characters of text that aliases repeat
         self.root: Node | None = None
         self.documents = 0
 
@@ -316,6 +318,7 @@ class _TreeBuilder:
         mark = event.start_mark
         value = _scalar_value(event, self.path)
         node = Node(value, mark.line + 1, mark.column + 1, style=event.style or None,
+                    chars=len(value) if isinstance(value, str) else 0,
                     raw=self._raw(event) if isinstance(value, str) else None)
         if event.anchor is not None:
             self._define(event.anchor, mark)
@@ -353,6 +356,10 @@ class _TreeBuilder:
             raise _error(f"alias '*{name}' {problem}", self.path, event.start_mark)
         node, height = self.anchors[name]
         self._count(node.size, event, alias=True)
+        self.copied += node.chars
+        if self.copied > MAX_CHARS:   # one long expression repeated: few nodes, megabytes of text
+            raise _error(f"document too large after expanding aliases (more than {MAX_CHARS // 2 ** 20} "
+                         "MiB of text)", self.path, event.start_mark)
         if len(self.stack) + height > MAX_DEPTH:
             raise _error(f"nesting deeper than {MAX_DEPTH} levels after expanding "
                          f"alias '*{name}'", self.path, event.start_mark)
@@ -376,7 +383,7 @@ class _TreeBuilder:
 
     def _close(self, event) -> None:
         frame = self.stack.pop()
-        node = Node(frame.items, frame.line, frame.col, keys=frame.keys, size=frame.size)
+        node = Node(frame.items, frame.line, frame.col, keys=frame.keys, size=frame.size, chars=frame.chars)
         height = frame.height + 1
         if frame.anchor is not None:
             del self.open_anchors[frame.anchor]
@@ -408,6 +415,7 @@ class _TreeBuilder:
             return
         top = self.stack[-1]
         top.size += node.size
+        top.chars += node.chars
         top.height = max(top.height, height)
         if top.keys is None:
             top.items.append(node)

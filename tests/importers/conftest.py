@@ -20,3 +20,36 @@ def step_file(tmp_path):
             return next(i for i, line in enumerate(lines, 1) if line.rstrip().endswith(f"# @{marker}"))
         return str(path), line_of
     return write
+
+
+@pytest.fixture
+def same_as_torch():
+    """check(report, path, func): every (loss, param) of the report against torch.autograd.grad
+    on a fresh float64 copy of the step (frozen parameters asked too): None is blocked or
+    unreachable, zeros are zero, anything else flows with the same values (rtol 1e-6)."""
+    import numpy as np
+    torch = pytest.importorskip("torch")
+    from gradflow.importers.torch.target import load_step
+
+    def check(report, path: str, func: str) -> None:
+        step = load_step(path, func)
+        module = step.module.double()
+        params = dict(module.named_parameters())
+        for p in params.values():
+            p.requires_grad_(True)
+        losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
+        assert {p.name for p in report.params} == set(params)
+        for loss, value in losses.items():
+            grads = torch.autograd.grad(value, list(params.values()), allow_unused=True, retain_graph=True) \
+                if value.requires_grad else [None] * len(params)
+            for name, g in zip(params, grads):
+                status = report.status(name, loss)
+                if g is None:
+                    assert status in ("blocked", "unreachable"), (loss, name, status)
+                elif not g.any():
+                    assert status == "zero", (loss, name, status)
+                else:
+                    assert status == "flows", (loss, name, status)
+                    np.testing.assert_allclose(report.grad(name, loss), g.numpy(), rtol=1e-6, atol=1e-12,
+                                               err_msg=f"{loss} {name}")
+    return check

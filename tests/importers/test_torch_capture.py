@@ -328,3 +328,28 @@ def test_import_wrt_naming_a_loss_the_module_does_not_return_points_at_the_def_l
                                          r"\(it returns d_loss, ce\)") as caught:
         import_python(f"{path}:step")
     assert caught.value.line == line_of("def")
+
+
+def test_import_puts_the_files_folder_first_on_sys_path_for_siblings(step_file, tmp_path):
+    import sys
+    (tmp_path / "nets_for_step.py").write_text("import torch.nn as nn\n\ndef encoder():\n    return nn.Linear(3, 2)\n")
+    path, _ = step_file("""
+    from nets_for_step import encoder
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = encoder()
+
+        def forward(self, x):
+            return {"loss": self.enc(x).sum()}
+
+
+    def step():
+        import nets_for_step  # a lazy import inside FUNC works too
+        return {"module": Net(), "inputs": (torch.randn(2, 3),)}
+    """)
+    before = list(sys.path)
+    assert [p.name for p in import_python(f"{path}:step").params] == ["enc.weight", "enc.bias"]
+    assert sys.path == before

@@ -13,6 +13,13 @@ def cross_entropy(c):
     return f"cross_entropy({c.args[0]}, {c.args[1]})"
 
 
+def nll(c):
+    weight, reduction = c.arg(2, "weight"), c.arg(3, "reduction", 1)
+    if weight is not None or reduction != 1 or c.ndim() != 2 or c.ndim(1) != 1:
+        raise Unsupported("beyond mean reduction over [N, C] log-probabilities and [N] class labels")
+    return f"-mean(take_along_axis({c.args[0]}, expand_dims({c.args[1]}, 1), axis=1))"
+
+
 def reduced(expr: str, reduction: int) -> str:
     return {0: expr, 1: f"mean({expr})", 2: f"sum({expr})"}[reduction]
 
@@ -118,7 +125,7 @@ def cosine(c):
 
 
 NN_OPS = {
-    "cross_entropy_loss": cross_entropy, "mse_loss": mse, "binary_cross_entropy": bce,
+    "cross_entropy_loss": cross_entropy, "nll_loss": nll, "nll_loss_nd": nll, "mse_loss": mse, "binary_cross_entropy": bce,
     "binary_cross_entropy_with_logits": bce_logits,
     "l1_loss": lambda c: reduced(f"abs({c.args[0]} - {c.args[1]})", c.arg(2, "reduction", 1)),
     "layer_norm": layer_norm, "batch_norm": batch_norm, "embedding": embedding,

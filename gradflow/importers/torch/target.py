@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,12 @@ def load_step(file: str, func: str) -> Step:
     path = Path(file)
     if not path.is_file():
         raise ModelError("no such Python file", file, 1, 1)
-    module = run_file(path)
+    with first_on_path(str(path.resolve().parent)):   # FUNC may import siblings lazily too
+        module = run_file(path)
+        return call_step(module, func, path, file)
+
+
+def call_step(module, func: str, path: Path, file: str) -> Step:
     fn = getattr(module, func, None)
     if not callable(fn):
         names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
@@ -52,13 +58,22 @@ def load_step(file: str, func: str) -> Step:
     return check_returned(returned, func, source)
 
 
+@contextmanager
+def first_on_path(folder: str):
+    """``folder`` first on sys.path, as ``python FILE.py`` has it, while the step is built."""
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)
+
+
 def run_file(path: Path):
-    """Import ``path`` as a fresh module with its folder first on sys.path."""
-    folder = str(path.resolve().parent)
+    """Import ``path`` as a fresh module."""
     name = f"gradflow_step_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, folder)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
@@ -68,9 +83,6 @@ def run_file(path: Path):
     except Exception as e:
         raise located(e, f"importing {path} raised {type(e).__name__}: {e}",
                       Source(str(path.resolve()), 1, 1)) from None
-    finally:
-        if sys.path and sys.path[0] == folder:
-            del sys.path[0]
     return module
 
 

@@ -1,0 +1,89 @@
+"""Every example in examples/torch against PyTorch itself: gradients, statuses, cut places,
+the check verdict, and the `import -o` round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import gradflow  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "torch"
+STEPS = [("gan.py", "gan_step"), ("gan.py", "gan_step_bug"), ("actor_critic.py", "actor_critic_step"),
+         ("actor_critic.py", "actor_critic_bug"), ("vqvae.py", "vqvae_step"), ("dann.py", "dann_step")]
+
+
+@pytest.mark.parametrize("file, func", STEPS, ids=[f for _, f in STEPS])
+def test_example_gradients_and_statuses_equal_torch_autograd(file, func, same_as_torch):
+    same_as_torch(gradflow.analyze(gradflow.load(f"{EXAMPLES / file}:{func}")), str(EXAMPLES / file), func)
+
+
+def line_of(file: str, text: str) -> int:
+    lines = (EXAMPLES / file).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+@pytest.mark.parametrize("file, func, param, loss, text, op", [
+    ("gan.py", "gan_step_bug", "G.0.weight", "g_loss", "self.D(fake).detach()", "stop_gradient"),
+    ("actor_critic.py", "actor_critic_step", "critic.0.weight", "policy_loss", "advantage.detach()",
+     "stop_gradient"),
+])
+def test_example_cut_points_at_the_python_line(file, func, param, loss, text, op):
+    report = gradflow.analyze(gradflow.load(f"{EXAMPLES / file}:{func}"))
+    entry = next(p for p in report.to_dict()["params"] if p["name"] == param)
+    cuts = entry["grads"][loss]["cut_by"]
+    assert [(Path(c["file"]).name, c["line"], c["op"]) for c in cuts] == [(file, line_of(file, text), op)]
+
+
+def run_cli(*args):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_example_check_fails_on_the_gan_bug_naming_the_detach_line():
+    result = run_cli("check", "--format", "json", f"{EXAMPLES / 'gan.py'}:gan_step_bug")
+    assert result.exit_code == 1
+    findings = json.loads(result.stdout)["files"][0]["findings"]
+    gf103 = [f for f in findings if f["rule"] == "GF103"]
+    detach = f"gan.py:{line_of('gan.py', 'self.D(fake).detach()')}:"
+    assert {f["param"] for f in gf103} == {"G.0.weight", "G.0.bias", "G.2.weight", "G.2.bias"}
+    assert all(detach in f["message"] and Path(f["file"]).name == "gan.py" for f in gf103)
+
+
+def test_example_forgotten_detach_is_gf104():
+    result = run_cli("check", "--select", "GF104", "--format", "json",
+                     f"{EXAMPLES / 'actor_critic.py'}:actor_critic_bug")
+    findings = json.loads(result.stdout)["files"][0]["findings"]
+    assert {(f["rule"], f["loss"]) for f in findings if f["rule"] == "GF104"} == {("GF104", "policy_loss")}
+
+
+@pytest.mark.parametrize("file, func", [s for s in STEPS if s[1] in ("gan_step", "dann_step")])
+def test_example_check_passes_on_the_right_steps(file, func):
+    assert run_cli("check", f"{EXAMPLES / file}:{func}").exit_code == 0
+
+
+def comparable(document: dict) -> dict:
+    """A report without what names the file it was read from."""
+    document = dict(document)
+    document.pop("model")
+    for finding in document["findings"]:
+        finding.pop("path", None)
+    return document
+
+
+@pytest.mark.parametrize("file, func", [("gan.py", "gan_step_bug"), ("dann.py", "dann_step")])
+def test_example_import_round_trip_gives_the_same_report(file, func, tmp_path, monkeypatch):
+    monkeypatch.chdir(EXAMPLES.parent.parent)
+    target = f"examples/torch/{file}:{func}"
+    out = tmp_path / "model.yaml"
+    assert run_cli("import", "torch", target, "-o", str(out)).exit_code == 0
+    direct = run_cli("analyze", "--format", "json", target)
+    again = run_cli("analyze", "--format", "json", str(out), "--weights", str(tmp_path / "model.npz"))
+    assert comparable(json.loads(direct.stdout)) == comparable(json.loads(again.stdout))

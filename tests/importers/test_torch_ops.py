@@ -1,0 +1,63 @@
+"""Each mapped aten op against PyTorch: a step using many ops at once, every gradient compared."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import gradflow  # noqa: E402
+
+ZOO = """
+class Zoo(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 6))
+        self.b = nn.Parameter(torch.randn(6))
+        self.conv = nn.Conv2d(2, 3, 3, stride=1, padding=1)
+        self.ln = nn.LayerNorm(6)
+        self.emb = nn.Embedding(5, 6)
+
+    def forward(self, x, idx, img):
+        h = torch.addmm(self.b, x, self.w)
+        h2 = h.t().permute(1, 0).expand(2, 3, 6)
+        y = torch.sigmoid(h)
+        c = self.conv(img)
+        return {
+            "reduce": h.sum(dim=1, keepdim=True).mean() + h.amax(dim=0).sum() + h.max(dim=1).values.sum()
+                      + h.var(dim=1).sum() + h.std() + torch.logsumexp(h, dim=1).sum() + h.norm(dim=1).sum()
+                      + torch.linalg.vector_norm(h),
+            "soft": F.softmax(h, dim=-1)[:, 0].sum() + F.log_softmax(h, dim=0).sum()
+                    + F.nll_loss(F.log_softmax(h, dim=1), idx) + F.normalize(h, dim=-1)[:, 1].sum(),
+            "losses": F.mse_loss(h, y.detach(), reduction="sum") + F.l1_loss(h, y.detach())
+                      + F.binary_cross_entropy_with_logits(h, (y > 0.5).double())
+                      + F.binary_cross_entropy(y, torch.ones_like(y) * 0.3)
+                      + F.mse_loss(h, torch.zeros_like(h), reduction="none").sum(),
+            "shape": torch.cat([self.ln(h2) + self.emb(idx)[None], h2], dim=-1).sum()
+                     + torch.stack([h, h * 2]).pow(2).sum() + h[:, 1:5:2].sum() + h[1].sum()
+                     + h[idx[:2]].sum() + h.gather(1, idx[:, None]).sum()
+                     + sum(p.sum() * i for i, p in enumerate(h.split(4, dim=1)))
+                     + sum(p.sum() * i for i, p in enumerate(h.chunk(3, dim=1)))
+                     + sum(p.sum() * (i + 1) for i, p in enumerate(h.unbind(0)))
+                     + (F.one_hot(idx, 5).double() * h[:, :5]).sum(),
+            "conv": F.max_pool2d(c, 2).sum() + F.avg_pool2d(c, 2).sum() + F.adaptive_avg_pool2d(c, 1).sum()
+                    + c.flatten(1).sum() + c.squeeze(0).unsqueeze(1).sum(),
+            "elem": (h.masked_fill(h > 0.5, -3.0) + torch.where(h > 0, h, h * 0.1) + h.clamp(-0.5, 0.5)
+                     + F.leaky_relu(h, 0.2) + F.elu(h) + F.softplus(h, beta=2) + F.hardtanh(h)
+                     + torch.rsqrt(h.abs() + 1) + 1 / (h.abs() + 1) + h ** 3 + (2 - h)
+                     + torch.div(h, 3, rounding_mode="floor") + h.sign() * h + F.silu(h) + torch.tanh(h)
+                     + h.exp() + (h.abs() + 1).log() + F.relu(h) + torch.maximum(h, y) + torch.minimum(h, y)
+                     + h.clamp_min(0.1) + h.round() + h.sin() + h.cos()).sum(),
+        }
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Zoo(), "inputs": (torch.randn(3, 4), torch.tensor([1, 0, 4]), torch.randn(1, 2, 4, 4))}
+"""
+
+
+def test_import_mapped_ops_give_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file(ZOO)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
