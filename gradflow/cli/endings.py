@@ -17,7 +17,7 @@ class Interrupted(BaseException):
     into 'Aborted!' and exit 1."""
 
 
-GRACE = 0.8   # seconds the main thread has to end cleanly before the watchdog ends the process
+GRACE = 0.5   # seconds the main thread has to end cleanly before the watchdog ends the process
 announced = False
 
 
