@@ -175,5 +175,6 @@ def loss_reports(model, structural: bool) -> list:
     for name, spec in model.spec.losses.items():
         value = None if structural else float(np.asarray(model.losses[name].value))
         wrt = None if spec.wrt is None else [glob for glob, _ in spec.wrt]
-        out.append(LossReport(name, value, spec.place.line, wrt))
+        expect = {status: [glob for glob, _ in globs] for status, globs in model.spec.expect.get(name, {}).items()}
+        out.append(LossReport(name, value, spec.place.line, wrt, expect))
     return out

@@ -5,6 +5,7 @@ orders stable, parameters in file order, so reports diff cleanly).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -92,9 +93,19 @@ class LossReport:
     value: float | None
     line: int
     wrt: list | None
+    expect: dict = field(default_factory=dict)    # status -> [glob], from the model's expect:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "value": self.value, "line": self.line, "wrt": self.wrt}
+
+    def expected(self, param: str) -> str | None:
+        """The status expect: asserts for ``param``, if any."""
+        return next((status for status, globs in self.expect.items()
+                     if any(fnmatch.fnmatchcase(param, g) for g in globs)), None)
+
+    def meant_to_train(self, param: str) -> bool | None:
+        """Whether ``param`` is in this loss's wrt (None: the loss declares no wrt)."""
+        return None if self.wrt is None else any(fnmatch.fnmatchcase(param, g) for g in self.wrt)
 
 
 @dataclass
@@ -142,6 +153,28 @@ class Report:
 
     def status(self, param: str, loss: str) -> str:
         return self.pair(param, loss).status
+
+    def intent(self, param: str, loss: str) -> str:
+        """'ok', 'intended' (a block the model asks for) or 'problem', for display: what
+        expect: asserts decides; else a block is intended for a frozen parameter, one outside
+        the loss's wrt, or one another loss trains; flows outside a wrt and zero are problems."""
+        pair, report = self.pair(param, loss), self.losses_by_name[loss]
+        expected = report.expected(param)
+        if expected is not None:
+            same = expected == pair.status or (self.model["mode"] == "structural"
+                                               and {expected, pair.status} == {"flows", "zero"})
+            return ("intended" if pair.status in ("blocked", "unreachable") else "ok") if same else "problem"
+        inside = report.meant_to_train(param)
+        if pair.status == "flows":
+            return "problem" if inside is False and not self.by_name[param].frozen else "ok"
+        if pair.status == "zero":
+            return "problem"
+        trained_elsewhere = any(p.status in ("flows", "zero") for p in self.by_name[param].grads.values())
+        return "intended" if self.by_name[param].frozen or inside is False or trained_elsewhere else "problem"
+
+    @cached_property
+    def losses_by_name(self) -> dict:
+        return {l.name: l for l in self.losses}
 
     def grad(self, param: str, loss: str) -> np.ndarray | None:
         """The gradient array (None in structural mode, or where no gradient reaches)."""

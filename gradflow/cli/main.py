@@ -144,10 +144,12 @@ def cli(ctx, no_color, debug):
 @click.option("--weights", type=click.Path(dir_okay=False), help="Values for parameters/inputs (.npz).")
 @click.option("--save-grads", type=click.Path(dir_okay=False), help="Write LOSS/PARAM gradients (.npz).")
 @click.option("--no-counterfactual", is_flag=True, help="Skip the extra backward passes through stops.")
+@click.option("--expand", is_flag=True, help="One row per parameter, even for repeated instances (table).")
+@click.option("--problems", is_flag=True, help="Only the parameters with a pair not as intended (table).")
 @click.pass_context
 @fail_on_model_error
 def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, weights, save_grads,
-            no_counterfactual):
+            no_counterfactual, expand, problems):
     """Report, for every parameter and loss, whether gradient flows and if not, why."""
     from gradflow.cli import run
     if save_grads:   # a target that cannot be written fails now, not after the analysis
@@ -159,7 +161,7 @@ def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, 
     run.print_warnings(built.warnings)
     if save_grads:
         run.save_grads(report, save_grads)
-    run.render_report(report, fmt, ctx.obj["no_color"])
+    run.render_report(report, fmt, ctx.obj["no_color"], expand=expand, problems=problems)
     sys.exit(Exit.OK)
 
 

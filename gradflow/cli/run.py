@@ -165,9 +165,13 @@ def save_grads(report, path) -> None:
     write_atomically(path, {f"{loss}/{param}": np.asarray(g) for (loss, param), g in report.grads.items()})
 
 
-def render_report(report, fmt: str, no_color: bool) -> None:
+def render_report(report, fmt: str, no_color: bool, **view) -> None:
+    """``view``: expand/problems, options of the table that the documents ignore."""
     from gradflow.cli.render import FORMATS
-    FORMATS[fmt].render_report(report, no_color)
+    if fmt == "table":
+        FORMATS[fmt].render_report(report, no_color, **view)
+    else:
+        FORMATS[fmt].render_report(report, no_color)
 
 
 def render_check(results, fmt: str, no_color: bool) -> None:

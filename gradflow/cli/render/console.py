@@ -7,9 +7,19 @@ import os
 import sys
 
 from rich.console import Console
+from rich.text import Text
 
 
 class _Console(Console):
+    def print(self, *objects, **kwargs) -> None:
+        """Text wraps between words only: a name longer than the line stays whole (the
+        terminal shows the rest on the next row), never folded or cut as rich would."""
+        if self.is_terminal and objects and all(isinstance(o, (str, Text)) for o in objects) \
+                and not kwargs.get("soft_wrap"):
+            objects = tuple(between_words(o if isinstance(o, Text) else Text(o), self.width) for o in objects)
+            kwargs.update(no_wrap=True, crop=False, overflow="ignore")
+        super().print(*objects, **kwargs)
+
     def on_broken_pipe(self) -> None:
         """stdout was closed (``| head``): end the way every command ends then, not rich's way."""
         self.quiet = True
@@ -19,8 +29,14 @@ class _Console(Console):
 def console(no_color: bool = False, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout   # looked up now: test runners swap them
     plain = no_color or "NO_COLOR" in os.environ
-    return _Console(file=stream, no_color=plain, color_system=None if plain else "auto",
-                    highlight=False, soft_wrap=False, _environ=environ())
+    out = _Console(file=stream, no_color=plain, color_system=None if plain else "auto",
+                   highlight=False, soft_wrap=False, _environ=environ())
+    if not out.is_terminal:    # a pipe or a file: whole lines, never wrapped at 80 columns
+        out.width = PIPE_WIDTH
+    return out
+
+
+PIPE_WIDTH = 100_000
 
 
 def environ() -> dict:
@@ -52,3 +68,47 @@ def progress(items, label: str):
                 item.result()
             yield item
             bar.advance(task)
+
+
+def emit(out: Console, renderable) -> None:
+    """Print a table: on a terminal as rich draws it; into a pipe at its natural width,
+    never wrapped, without the blanks rich pads the last column with."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    with out.capture() as captured:
+        out.print(renderable)
+    text = "\n".join(line.rstrip() for line in captured.get().splitlines())
+    out.file.write(text + "\n")
+
+
+def between_words(text: Text, width: int) -> Text:
+    """``text`` with its spaces turned into line breaks where a line would pass ``width``;
+    a word longer than the width gets a line of its own, whole."""
+    plain, breaks, start = text.plain, [], 0
+    for line_start, line in line_spans(plain):
+        start, column = line_start, 0
+        for word_start, word in words_of(line):
+            if column and line_start + word_start + len(word) - start > width:
+                breaks.append(line_start + word_start - 1)   # the space before the word
+                start = line_start + word_start
+            column = word_start + len(word)
+    if not breaks:
+        return text
+    parts = text.divide([b for k in breaks for b in (k, k + 1)])
+    return Text("\n").join(part for k, part in enumerate(parts) if k % 2 == 0)
+
+
+def line_spans(plain: str):
+    start = 0
+    for line in plain.split("\n"):
+        yield start, line
+        start += len(line) + 1
+
+
+def words_of(line: str):
+    index = 0
+    for word in line.split(" "):
+        if word:
+            yield index, word
+        index += len(word) + 1

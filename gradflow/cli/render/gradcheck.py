@@ -6,14 +6,15 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gradflow.cli.render.console import console
+from gradflow.cli.render.console import console, emit
 
 
 def render(checks, no_color: bool) -> None:
     out = console(no_color)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result"):
-        t.add_column(column, overflow="fold", justify="right" if column in ("entries",) else "left")
+        t.add_column(column, no_wrap=column in ("loss", "parameter"),   # names stay whole
+                     justify="right" if column in ("entries",) else "left")
     for c in checks:
         if c.skipped:
             t.add_row(c.loss, c.param, "0", "-", "-", "-", Text(f"skipped: {c.skipped.split()[0]}", style="dim"))
@@ -21,7 +22,7 @@ def render(checks, no_color: bool) -> None:
         verdict = Text("ok", style="green") if c.ok else Text(f"FAIL at {list(c.worst)}", style="bold red")
         t.add_row(c.loss, c.param, str(c.entries), f"{c.max_abs_error:.2g}", f"{c.tape:.4g}",
                   f"{c.numeric:.4g}", verdict)
-    out.print(t)
+    emit(out, t)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
         out.print(f"skipped: {reason}", style="dim")

@@ -1,19 +1,29 @@
-"""`analyze --format table`: parameters x losses, status and norm in each cell; the
-reasons (cuts, where a zero gradient dies) as numbered notes under the table.
-Partial cuts of flowing pairs are left to the JSON and markdown reports: in a
-table they bury the answer to "why does this get nothing?"."""
+"""`analyze --format table`: parameters x losses, each cell a status and the gradient's L2
+norm; the reasons (cuts, partial cuts, where a zero gradient dies) as numbered notes
+under the table; the findings; and a last line with the verdict.
+
+Blocks the model asks for (asserted in expect:, outside a loss's wrt, a frozen
+parameter, or one another loss trains) are shown dim, not in alarm red. Repeated
+instances whose cells agree are one row (`block.{0..95}.w`) unless --expand;
+--problems keeps only the rows with a pair that is not as intended. Names are never
+split: a narrow terminal gets several tables, a pipe gets whole lines.
+"""
 
 from __future__ import annotations
+
+import re
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from gradflow.analysis.report import collapse
 from gradflow.cli.escape import shown
-from gradflow.cli.render.console import console
+from gradflow.cli.render.console import console, emit
 
-STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "dim",
+STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red",
          "error": "bold red", "warning": "yellow"}
+SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
 
 
 def number(x) -> str:
@@ -36,17 +46,65 @@ class Notes:
         return f"[{number_}]"
 
 
-def cell(pair, notes: Notes) -> Text:
-    words = pair.status
-    if pair.status == "flows" and pair.norm is not None:
-        words += f" {number(pair.norm)}"
+def words(pair, notes: Notes) -> str:
+    """A cell's text without its norm: the status and its notes."""
+    text = pair.status
     if pair.status == "blocked":
-        words += " " + notes.mark("blocked by " + ", ".join(place(c, notes.path) for c in pair.cut_by))
+        text += " " + notes.mark("blocked by " + ", ".join(place(c, notes.path) for c in pair.cut_by))
     elif pair.status == "zero" and pair.dies_at:
-        words += " " + notes.mark("gradient dies at " + ", ".join(place(c, notes.path) for c in pair.dies_at))
+        text += " " + notes.mark("gradient dies at " + ", ".join(place(c, notes.path) for c in pair.dies_at))
+    elif pair.status == "flows" and pair.partially_cut_by:
+        text += " ~" + notes.mark("partly cut (other paths flow) by "
+                                  + ", ".join(place(c, notes.path) for c in pair.partially_cut_by))
     if pair.nonfinite:
-        words += f" ({pair.nonfinite} non-finite)"
-    return Text(words, style=STYLE[pair.status])
+        text += f" ({pair.nonfinite} non-finite)"
+    return text
+
+
+def cell(pairs: list, intent: str, notes: Notes) -> Text:
+    """One cell for one or several (collapsed) pairs that agree on status and notes."""
+    text = words(pairs[0], notes)
+    norms = [p.norm for p in pairs if p.status == "flows" and p.norm is not None]
+    if norms:
+        low, high = min(norms), max(norms)
+        spread = number(low) if number(low) == number(high) else f"{number(low)}-{number(high)}"
+        text = text.replace("flows", f"flows {spread}", 1)
+    if intent == "intended":
+        return Text(text + " (intended)", style="dim")
+    return Text(text, style=STYLE[pairs[0].status] if intent == "problem" or pairs[0].status == "flows" else "")
+
+
+def rows(report, notes: Notes, expand: bool, problems: bool) -> list:
+    """(name, shape, [cell per loss]) rows; repeated instances that agree become one row."""
+    losses = [l.name for l in report.losses]
+    groups: dict = {}
+    for p in report.params:
+        intents = tuple(report.intent(p.name, loss) for loss in losses)
+        if problems and "problem" not in intents:
+            continue
+        signature = (tuple(p.shape), intents, tuple(words(p.grads[l], Notes(notes.path)) for l in losses))
+        match = SEGMENT.search(p.name)
+        key = (p.name[:match.start()], p.name[match.end():], signature) if match and not expand else p.name
+        groups.setdefault(key, []).append(p)
+    out = []
+    for key, members in groups.items():
+        names = [p.name for p in members]
+        if len(members) > 1 and collapsible(names):
+            first, last = SEGMENT.search(names[0]).group(), SEGMENT.search(names[-1]).group()
+            name = f"{key[0]}{{{first}..{last}}}{key[1]}"
+            out.append((name, members, key[2][1]))
+        else:
+            out += [(p.name, [p], tuple(report.intent(p.name, l) for l in losses)) for p in members]
+    out.sort(key=lambda row: report.params.index(row[1][0]))
+    return [(name, shape_text(members[0]),
+             [cell([m.grads[l] for m in members], intent, notes) for l, intent in zip(losses, intents)])
+            for name, members, intents in out]
+
+
+def collapsible(names: list) -> bool:
+    """Consecutive instance numbers, in order: block.0 ... block.95."""
+    numbers = [int(SEGMENT.search(n).group()) for n in names]
+    return numbers == list(range(numbers[0], numbers[0] + len(numbers)))
 
 
 def header(report) -> Text:
@@ -65,29 +123,30 @@ def shape_text(p) -> str:
     return "[" + ", ".join(map(str, p.shape)) + "]"
 
 
-def table(report, losses: list, notes: Notes) -> Table:
+def table(report, losses: list, body: list) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    t.add_column("parameter", overflow="fold")
-    t.add_column("shape", overflow="fold")
+    t.add_column("parameter", no_wrap=True)
+    t.add_column("shape", no_wrap=True)
     for loss in losses:
-        t.add_column(loss.name, overflow="fold")
+        t.add_column(shown(loss.name), no_wrap=True)
+    index = [report.losses.index(l) for l in losses]
     if report.model["mode"] == "numeric":
         t.add_row(Text("loss value", style="dim"), "", *(Text(number(l.value), style="dim") for l in losses),
                   end_section=True)
-    for p in report.params:
-        t.add_row(p.name, shape_text(p), *(cell(p.grads[loss.name], notes) for loss in losses))
+    for name, shape, cells in body:
+        t.add_row(shown(name), shape, *(cells[i] for i in index))
     return t
 
 
-def loss_groups(report, width: int) -> list:
+def loss_groups(report, body: list, width: int | None) -> list:
     """The losses in groups whose columns fit ``width`` beside the parameter and shape
-    columns, so a narrow terminal gets several tables rather than broken words."""
-    fixed = max(len("parameter"), *(len(p.name) for p in report.params)) + 2 + max(
-        len("shape"), *(len(shape_text(p)) for p in report.params)) + 2
+    columns, so a narrow terminal gets several tables rather than broken names."""
+    if width is None or not body:
+        return [report.losses]
+    fixed = max(len("parameter"), *(len(r[0]) for r in body)) + 2 + max(len("shape"), *(len(r[1]) for r in body)) + 2
     groups, current, used = [], [], fixed
-    for loss in report.losses:
-        cells = [cell(p.grads[loss.name], Notes(report.model["path"])).plain for p in report.params]
-        need = max(len(loss.name), len(number(loss.value)), *(len(c) for c in cells)) + 2
+    for k, loss in enumerate(report.losses):
+        need = max(len(loss.name), len(number(loss.value)), *(len(r[2][k].plain) for r in body)) + 2
         if current and used + need > width:
             groups.append(current)
             current, used = [], fixed
@@ -96,22 +155,52 @@ def loss_groups(report, width: int) -> list:
     return groups + [current]
 
 
-def render_report(report, no_color: bool) -> None:
+def verdict(report) -> Text:
+    """What matters, in one line: what each loss trains, what gets nothing, the findings."""
+    trained = []
+    for loss in report.losses:
+        n = sum(p.grads[loss.name].status in ("flows",) and not p.frozen for p in report.params)
+        trained.append(f"{loss.name} trains {n} parameter{'s' * (n != 1)}")
+    declared = any(l.wrt is not None for l in report.losses)
+    starved = [p.name for p in report.params if not p.frozen
+               and (not declared or any(l.meant_to_train(p.name) for l in report.losses))
+               and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values())]
+    text = Text("verdict: " + shown("; ".join(trained)))
+    if starved:
+        text.append("; no gradient reaches " + shown(", ".join(collapse(starved))), style="bold red")
+    errors, warnings = report.errors, report.warnings
+    text.append(f"; {errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}",
+                style="bold red" if errors else "yellow" if warnings else "green")
+    return text
+
+
+def finding_line(f) -> Text:
+    line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
+    line.append(f.severity, style=STYLE[f.severity])
+    line.append(shown(f": {f.message} [{f.rule}]"))
+    if f.command:
+        line.append(shown(f" see: {f.command}"), style="dim")
+    return line
+
+
+def render_report(report, no_color: bool, expand: bool = False, problems: bool = False) -> None:
     out = console(no_color)
     out.print(header(report))
     notes = Notes(report.model["path"])
-    for k, losses in enumerate(loss_groups(report, out.width)):
-        if k:
-            out.print()
-        out.print(table(report, losses, notes))
+    body = rows(report, notes, expand, problems)
+    width = out.width if out.is_terminal else None
+    if body:
+        for k, losses in enumerate(loss_groups(report, body, width)):
+            if k:
+                out.print()
+            emit(out, table(report, losses, body))
+        out.print(Text("cells: status and gradient L2 norm; ~ partly cut; [n] the notes below", style="dim"))
+    elif problems:
+        out.print(Text("every pair is as intended", style="green"))
     for text, n in notes.texts.items():
-        out.print(shown(f"[{n}] {text}"), highlight=False, markup=False)
+        out.print(Text(shown(f"[{n}] {text}")), soft_wrap=not out.is_terminal)
     if report.findings:
         out.print()
     for f in report.findings:
-        line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
-        line.append(f.severity, style=STYLE[f.severity])
-        line.append(shown(f": {f.message} [{f.rule}]"))
-        if f.command:
-            line.append(shown(f" see: {f.command}"), style="dim")
-        out.print(line)
+        out.print(finding_line(f), soft_wrap=not out.is_terminal)
+    out.print(verdict(report), soft_wrap=not out.is_terminal)

@@ -7,6 +7,7 @@ from rich.text import Text
 
 from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console
+from gradflow.cli.render.table import verdict as table_verdict
 
 STYLE = {"error": "bold red", "warning": "yellow"}
 
@@ -27,6 +28,8 @@ def render_check(results, no_color: bool) -> None:
             if f.command:
                 line.append(shown(f" see: {f.command}"), style="dim")
             out.print(line, soft_wrap=True)
+        verdict = table_verdict(r.report)
+        out.print(Text(shown(r.path) + ": ", style="dim") + verdict, soft_wrap=True)
     failed = sum(r.failed or r.error is not None for r in results)
     verdict = Text("ok" if not failed else f"{failed} failed", style="green" if not failed else "bold red")
     summary = Text(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")

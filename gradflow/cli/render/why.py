@@ -32,7 +32,9 @@ def render(param: str, results, no_color: bool, model_path: str | None = None) -
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
                 for place in places(step.cuts, model_path):
-                    line.append(shown(f" [x {place}]"), style="red")
+                    marker = shown(f" [x {place}]")
+                    # on a terminal a marker is one unit when lines wrap (no-break spaces)
+                    line.append(marker.replace(" ", "\u00a0") if out.is_terminal else marker, style="red")
             out.print(line)
         if more:
             out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")
