@@ -55,11 +55,13 @@ def test_example_check_fails_on_the_gan_bug_naming_the_detach_line():
     detach = f"gan.py:{line_of('gan.py', 'self.D(fake).detach()')}:"
     assert {f["param"] for f in gf103} == {"G.0.weight", "G.0.bias", "G.2.weight", "G.2.bias"}
     assert all(detach in f["message"] and Path(f["file"]).name == "gan.py" for f in gf103)
+    (gf110,) = [f for f in findings if f["rule"] == "GF110"]
+    assert (gf110["loss"], gf110["line"]) == ("g_loss", line_of("gan.py", "g_loss = F.softplus(-score)"))
+    assert detach in gf110["message"]
 
 
 def test_example_forgotten_detach_is_gf104():
-    result = run_cli("check", "--select", "GF104", "--format", "json",
-                     f"{EXAMPLES / 'actor_critic.py'}:actor_critic_bug")
+    result = run_cli("check", "--format", "json", f"{EXAMPLES / 'actor_critic.py'}:actor_critic_bug")
     findings = json.loads(result.stdout)["files"][0]["findings"]
     assert {(f["rule"], f["loss"]) for f in findings if f["rule"] == "GF104"} == {("GF104", "policy_loss")}
 

@@ -229,6 +229,7 @@ class Translator(Leaves):
         else:
             self.out.graph.append(Line((key,), name, self.source_of(node)))
         self.out.losses[key] = self.step.wrt.get(key)
+        self.out.loss_sources[key] = self.source_of(node)
 
 
 def prune(out: Imported) -> None:
