@@ -111,7 +111,9 @@ def flow_list(value) -> str:
         return "[" + ", ".join(flow_list(v) for v in value) + "]"
     if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
-    return repr(value)
+    text = repr(value)
+    # YAML 1.1 reads 1e+300 as a string: its floats need a dot before the exponent
+    return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
 
 
 def quote(text: str) -> str:
