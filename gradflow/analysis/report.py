@@ -5,6 +5,7 @@ orders stable, parameters in file order, so reports diff cleanly).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from functools import cached_property
@@ -12,6 +13,31 @@ from functools import cached_property
 import numpy as np
 
 FORMAT = 1
+SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
+
+
+def collapse(names: list) -> list:
+    """Names of repeated instances that differ in one integer segment, contiguous and in
+    order, as one: block.0.w, block.1.w, block.2.w -> block.{0..2}.w. Others unchanged."""
+    out, runs = [], {}
+    for name in names:
+        found = list(SEGMENT.finditer(name))
+        if not found:
+            out.append(name)
+            continue
+        m = found[0]
+        key = (name[:m.start()], name[m.end():])
+        number = int(m.group())
+        run = runs.get(key)
+        if run is not None and run[1] + 1 == number and out[run[2]] is run:
+            run[1] = number
+            continue
+        run = [number, number, len(out), key]
+        runs[key] = run
+        out.append(run)
+    return [item if isinstance(item, str) else
+            (f"{item[3][0]}{item[0]}{item[3][1]}" if item[0] == item[1] else
+             f"{item[3][0]}{{{item[0]}..{item[1]}}}{item[3][1]}") for item in out]
 
 
 @dataclass
@@ -83,6 +109,8 @@ class Finding:
     param: str | None = None
     node: str | None = None
     file: str | None = None         # where line and col are: the model file, or an imported model's .py
+    params: list = field(default_factory=list)   # every parameter this one cause affects
+    command: str | None = None      # the `gradflow why` command that explains it
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

@@ -8,25 +8,45 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 
-from gradflow.analysis.report import Finding
+from gradflow.analysis.report import Finding, collapse
 from gradflow.analysis.settings import Settings
 from gradflow.errors import did_you_mean
 
 
 @dataclass
 class Context:
-    """What a rule sees."""
+    """What a rule sees, and the findings it makes: one per cause, listing what it affects."""
     report: object
     model: object
     settings: Settings
     found: list = field(default_factory=list)
+    groups: dict = field(default_factory=dict)   # (rule, cause key) -> [names, place, message, where]
 
-    def add(self, rule: str, message: str, place, **where) -> None:
+    def add(self, rule: str, message: str, place, params: list | None = None, **where) -> None:
         severity = self.settings.severity(rule)
         if severity != "off":
             line, col = place if isinstance(place, tuple) else (place.line, place.col)
             file = getattr(place, "file", None) or self.model.path
-            self.found.append(Finding(rule, severity, message, self.model.path, line, col, file=file, **where))
+            if params is None:
+                params = [where["param"]] if where.get("param") else []
+            where["param"] = params[0] if len(params) == 1 else None
+            self.found.append(Finding(rule, severity, message, self.model.path, line, col, file=file,
+                                      params=list(params), **where))
+
+    def group(self, rule: str, key, name: str, place, message, **where) -> None:
+        """Gather ``name`` under one finding per (rule, key): ``message(names)`` writes it."""
+        entry = self.groups.setdefault((rule, key), [[], place, message, where])
+        entry[0].append(name)
+
+    def flush(self) -> None:
+        for (rule, _), (names, place, message, where) in self.groups.items():
+            loss = where.pop("command", None) or where.get("loss")   # the loss `gradflow why` looks at
+            command = explain(self, names, loss) if rule in EXPLAINED else None
+            self.add(rule, message(names), place, params=names, command=command, **where)
+        self.groups.clear()
+
+
+EXPLAINED = ("GF100", "GF102", "GF103", "GF107")   # findings whose paths `gradflow why` shows
 
 
 def matches(glob: str, names) -> list:
@@ -42,26 +62,58 @@ def trainable(model) -> set:
     return {n for wrt in declared for glob, _ in wrt for n in matches(glob, model.params)} - model.frozen
 
 
+def listing(names: list, most: int = 6) -> str:
+    """'a', 'a and b', 'a, b and c'; past ``most`` names, 'a, b, ... and 7 more'."""
+    names = collapse(names)
+    if len(names) > most:
+        return ", ".join(names[:most - 1]) + f" and {len(names) - most + 1} more"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def places(cuts, path) -> str:
+    return " and ".join(f"{c.op} in {c.node} ({c.where(path)})" for c in cuts)
+
+
+def cause(pair) -> tuple:
+    """What makes a pair what it is, as a key: findings with one cause are one finding."""
+    cuts = pair.cut_by if pair.status == "blocked" else pair.dies_at if pair.status == "zero" else ()
+    return (pair.status, tuple(c.index for c in cuts))
+
+
 def why(pair, path: str | None = None) -> str:
     """A short reason for a pair's status, for messages (``path``: the model file, whose
     places are shown as lines; others as FILE:LINE:COL)."""
     if pair.status == "blocked":
-        return "blocked by " + ", ".join(f"{c.op} in {c.node} ({c.where(path)})" for c in pair.cut_by)
+        return "blocked by " + places(pair.cut_by, path)
     if pair.status == "unreachable":
-        return "no path from the parameter to the loss"
+        return "no path leads to the loss"
     if pair.status == "zero":
-        where = ", ".join(f"{c.op} in {c.node} ({c.where(path)})" for c in pair.dies_at)
-        return "the gradient is exactly zero" + (f"; it dies at {where}" if where else "")
+        return "the gradient is exactly zero" + (f"; it dies at {places(pair.dies_at, path)}" if pair.dies_at else "")
     return "gradient flows" + (f" (norm {pair.norm:.3g})" if pair.norm is not None else "")
 
 
-def actual(pair, path: str | None = None) -> str:
-    """What a pair really is, phrased to follow "expected X to be S, but ..."."""
-    if pair.status == "flows":
-        return why(pair, path)
+def reason(pair, loss: str, many: bool, path: str | None, them: str = "") -> str:
+    """The cause of a pair's status as the end of a sentence about one or several parameters
+    (``them``: how to name the parameters; a pronoun by default)."""
+    them = them or ("them" if many else "it")
+    if pair.status == "blocked":
+        verb = "block" if len(pair.cut_by) > 1 else "blocks"
+        return f"{places(pair.cut_by, path)} {verb} {them}"
     if pair.status == "unreachable":
-        return f"it is unreachable: {why(pair, path)}"
-    return f"it is {why(pair, path)}" if pair.status == "blocked" else f"it is zero: {why(pair, path)}"
+        return f"no path leads from {them} to {loss}"
+    if pair.status == "zero":
+        where = f" (it dies at {places(pair.dies_at, path)})" if pair.dies_at else ""
+        return f"{'their' if many else 'its'} gradient is exactly zero{where}"
+    return f"gradient flows into {them}"
+
+
+def explain(ctx: Context, names: list, loss: str) -> str:
+    """The command that shows every path behind a finding (kept beside the message)."""
+    return f"gradflow why {quoted(ctx.model.path)} {names[0]} --loss {loss}"
+
+
+def quoted(path: str) -> str:
+    return path if all(c.isalnum() or c in "/._-:+" for c in path) else "'" + path.replace("'", "'\\''") + "'"
 
 
 def check_expect(ctx: Context) -> None:
@@ -79,8 +131,16 @@ def check_expect(ctx: Context) -> None:
                     # Structure alone cannot tell a zero gradient from a flowing one.
                     if pair.status == status or (structural and {status, pair.status} == {"flows", "zero"}):
                         continue
-                    ctx.add("GF100", f"{loss}: expected {name} to be {status}, but {actual(pair, model.path)}",
-                            place, loss=loss, param=name)
+                    ctx.group("GF100", (loss, status, cause(pair)), name, place, expected(ctx, loss, status, pair),
+                              loss=loss)
+    ctx.flush()
+
+
+def expected(ctx: Context, loss: str, status: str, pair):
+    words = {"flows": f"{loss} to train", "zero": f"a zero gradient from {loss} into",
+             "blocked": f"{loss} to be blocked from", "unreachable": f"no path from {loss} to"}[status]
+    return lambda names: (f"expected {words} {listing(names)}, but "
+                          f"{reason(pair, loss, len(names) > 1, ctx.model.path)}")
 
 
 def check_wrt(ctx: Context) -> None:
@@ -103,49 +163,77 @@ def check_wrt(ctx: Context) -> None:
                     continue
                 pair = report.pair(name, loss.name)
                 if pair.status != "flows":
-                    ctx.add("GF103", f"{loss.name} is meant to train {name} (wrt) but sends it no gradient: "
-                            f"{why(pair, model.path)}", place, loss=loss.name, param=name)
+                    ctx.group("GF103", (loss.name, cause(pair)), name, place, untrained(ctx, loss.name, pair),
+                              loss=loss.name)
         outside = [name for name in model.params if name not in inside and name not in model.frozen
                    and report.pair(name, loss.name).status == "flows"]
         if outside:
             check_outside(ctx, loss, outside)
+    ctx.flush()
+
+
+def untrained(ctx: Context, loss: str, pair):
+    def message(names):
+        many = len(names) > 1
+        if pair.status == "blocked":
+            text = (f"{reason(pair, loss, many, ctx.model.path, listing(names))} from {loss}, which is "
+                    f"meant to train {'them' if many else 'it'}")
+        else:
+            text = f"{loss} is meant to train {listing(names)}, but {reason(pair, loss, many, ctx.model.path)}"
+        return text
+    return message
 
 
 def check_outside(ctx: Context, loss, names: list) -> None:
     """GF104, once per loss: the parameters it sends gradient into beyond its wrt."""
-    listed = ", ".join(names)
     one = len(names) == 1
-    message = (f"{loss.name} sends gradient into {listed}, outside its wrt. If {loss.name} must not "
-               f"train {'it' if one else 'them'}, a stop_gradient (detach) is missing where "
-               f"{'its' if one else 'their'} output enters {loss.name}; if each training step applies "
-               f"only its own parameters' gradients, this is harmless: add {'it' if one else 'them'} to "
-               "the wrt, or silence it with ignore: [GF104] under check:")
-    ctx.add("GF104", message, ctx.model.sources[names[0]], loss=loss.name, param=names[0] if one else None)
+    them = "it" if one else "them"
+    message = (f"{loss.name} sends gradient into {listing(names)}, outside its wrt: either a stop_gradient "
+               f"(detach) is missing where {'its' if one else 'their'} output enters {loss.name}, or, if each "
+               f"training step applies only its own parameters' gradients, this is harmless (add {them} "
+               "to the wrt, or ignore GF104 in check:)")
+    ctx.add("GF104", message, ctx.model.sources[names[0]], params=names, loss=loss.name)
 
 
 def check_params(ctx: Context) -> None:
     report, model, settings = ctx.report, ctx.model, ctx.settings
     train = trainable(model)
+    path = model.path
     for p in report.params:
         place = model.sources[p.name]
         # A zero gradient still arrives along a path: that is GF107's warning, not this error.
         if p.name in train and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values()):
-            reasons = "; ".join(f"{loss}: {why(pair, model.path)}" for loss, pair in p.grads.items())
-            ctx.add("GF102", f"{p.name} receives gradient from no loss ({reasons})", place, param=p.name)
+            key = tuple((loss, cause(pair)) for loss, pair in p.grads.items())
+            reasons = "; ".join(f"from {loss}, {why(pair, path)}" for loss, pair in p.grads.items())
+            first = next(iter(p.grads))
+            ctx.group("GF102", key, p.name, place,
+                      lambda names, reasons=reasons, first=first: (
+                          f"{listing(names)} receive{'s' if len(names) == 1 else ''} gradient from no loss: "
+                          f"{reasons}"), command=first)
         for loss, pair in p.grads.items():
-            where = {"loss": loss, "param": p.name}
             if pair.status == "zero":
-                ctx.add("GF107", f"{loss} -> {p.name}: {why(pair, model.path)}", place, **where)
+                ctx.group("GF107", (loss, cause(pair)), p.name, place,
+                          lambda names, loss=loss, pair=pair: (
+                              f"{loss}: {reason(pair, loss, len(names) > 1, path).capitalize()}, for "
+                              f"{listing(names)}"), loss=loss)
             if pair.nonfinite:
-                ctx.add("GF105", f"{loss} -> {p.name}: {pair.nonfinite} gradient entries are NaN or "
-                        "infinite", place, **where)
+                ctx.group("GF105", loss, p.name, place, lambda names, loss=loss: (
+                    f"{loss}: the gradient of {listing(names)} has NaN or infinite entries"), loss=loss)
             elif pair.status == "flows" and pair.norm is not None:
                 if pair.norm < settings.vanishing:
-                    ctx.add("GF108", f"{loss} -> {p.name}: vanishing gradient, norm {pair.norm:.3g} "
-                            f"< {settings.vanishing:g}", place, **where)
+                    ctx.group("GF108", loss, p.name, place, lambda names, loss=loss: (
+                        f"{loss}: vanishing gradient (L2 norm below {settings.vanishing:g}) into "
+                        f"{with_norms(report, names, loss)}"), loss=loss)
                 elif pair.norm > settings.exploding:
-                    ctx.add("GF109", f"{loss} -> {p.name}: exploding gradient, norm {pair.norm:.3g} "
-                            f"> {settings.exploding:g}", place, **where)
+                    ctx.group("GF109", loss, p.name, place, lambda names, loss=loss: (
+                        f"{loss}: exploding gradient (L2 norm above {settings.exploding:g}) into "
+                        f"{with_norms(report, names, loss)}"), loss=loss)
+    ctx.flush()
+
+
+def with_norms(report, names: list, loss: str) -> str:
+    shown = [f"{n} (norm {report.pair(n, loss).norm:.3g})" for n in names[:6]]
+    return ", ".join(shown) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
 def check_wired(ctx: Context) -> None:
@@ -156,8 +244,7 @@ def check_wired(ctx: Context) -> None:
         if any(pair.status in ("flows", "zero") for pair in pairs):
             continue
         cuts = {c.index: c for pair in pairs for c in pair.cut_by}
-        why_not = ("; every path is cut by " + ", ".join(f"{c.op} in {c.node} ({c.where(model.path)})"
-                                                        for _, c in sorted(cuts.items()))
+        why_not = ("; every path is cut by " + places([c for _, c in sorted(cuts.items())], model.path)
                    if cuts else "; no parameter is on any path to it")
         spec = model.spec.losses[loss.name]
         ctx.add("GF110", f"{loss.name} trains nothing: it sends gradient into no parameter{why_not}",

@@ -13,7 +13,7 @@ BUGS = Path(__file__).resolve().parent.parent / "models" / "bugs"
 
 def findings(name: str) -> set:
     report = gradflow.analyze(gradflow.load(BUGS / name))
-    return {(f.rule, f.param) for f in report.findings}
+    return {(f.rule, param) for f in report.findings for param in f.params or [None]}
 
 
 def test_bug_vq_vae_codebook_never_learns():

@@ -9,7 +9,7 @@ from gradflow.analysis.settings import Settings, read_tool_table_simply, setting
 def rules_of(write_model, text, **overrides):
     model = gradflow.load(write_model(text))
     report = gradflow.analyze(model, settings=settings_for(model, overrides))
-    return sorted(((f.rule, f.severity, f.param) for f in report.findings), key=str)
+    return sorted(((f.rule, f.severity, param) for f in report.findings for param in f.params or [None]), key=str)
 
 
 HEAD = """
@@ -56,16 +56,16 @@ losses:
 def test_gf104_message_gives_both_readings_and_both_fixes(write_model):
     path = write_model(HEAD + "graph:\n  loss: sum(w * v)\nlosses:\n  loss: {wrt: [w]}\n")
     [finding] = gradflow.analyze(gradflow.load(path)).findings
-    assert "stop_gradient (detach) is missing" in finding.message
-    assert "harmless" in finding.message and "ignore: [GF104]" in finding.message
+    assert "stop_gradient (detach) is missing" in finding.message and "add it to the wrt" in finding.message
+    assert "harmless" in finding.message and "ignore GF104" in finding.message
 
 
 def test_gf104_is_one_finding_per_loss_listing_its_parameters(write_model):
     text = HEAD + "graph:\n  loss: sum(w * v * u)\nlosses:\n  loss: {wrt: [w]}\n"
     text = text.replace("params:\n", "params:\n  u: {shape: [3], init: ones}\n", 1)
     found = [f for f in gradflow.analyze(gradflow.load(write_model(text))).findings if f.rule == "GF104"]
-    assert len(found) == 1 and found[0].param is None
-    assert "into u, v," in found[0].message   # u, w, v in file order; w is inside the wrt
+    assert len(found) == 1 and found[0].param is None and found[0].params == ["u", "v"]
+    assert "into u and v," in found[0].message   # u, w, v in file order; w is inside the wrt
 
 
 def test_gf110_names_a_loss_wired_to_no_parameter_and_its_cut(write_model):

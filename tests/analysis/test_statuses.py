@@ -173,5 +173,5 @@ def test_gf102_names_why_for_each_loss(write_model):
     """)
     [finding] = [f for f in report.findings if f.rule == "GF102"]
     assert finding.param == "w" and finding.line == 3
-    assert "l1: blocked by stop_gradient in l1 (line 6:11)" in finding.message
-    assert "l2: no path" in finding.message
+    assert "from l1, blocked by stop_gradient in l1 (line 6:11); from l2, no path" in finding.message
+    assert "from l2, no path leads to the loss" in finding.message

@@ -96,7 +96,7 @@ def test_check_flipped_expectation_fails_with_exit_1(write_model):
     path = write_model(text)
     result = run("check", path)
     assert result.exit_code == 1
-    assert ":17:16: error: z: expected y to be flows, but it is blocked" in result.output
+    assert ":17:16: error: expected z to train y, but stop_gradient in z" in result.output
     assert "[GF100]" in result.output
 
 

@@ -112,4 +112,6 @@ def render_report(report, no_color: bool) -> None:
         line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
         line.append(f.severity, style=STYLE[f.severity])
         line.append(shown(f": {f.message} [{f.rule}]"))
+        if f.command:
+            line.append(shown(f" see: {f.command}"), style="dim")
         out.print(line)

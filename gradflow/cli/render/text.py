@@ -24,6 +24,8 @@ def render_check(results, no_color: bool) -> None:
             line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
             line.append(f.severity, style=STYLE[f.severity])
             line.append(shown(f": {f.message} [{f.rule}]"))
+            if f.command:
+                line.append(shown(f" see: {f.command}"), style="dim")
             out.print(line, soft_wrap=True)
     failed = sum(r.failed or r.error is not None for r in results)
     verdict = Text("ok" if not failed else f"{failed} failed", style="green" if not failed else "bold red")
