@@ -355,3 +355,16 @@ def test_import_puts_the_files_folder_first_on_sys_path_for_siblings(step_file, 
     before = list(sys.path)
     assert [p.name for p in import_python(f"{path}:step").params] == ["enc.weight", "enc.bias"]
     assert sys.path == before
+
+
+@pytest.mark.parametrize("source, func, marker, message", [
+    (REFUSED, "lstm", "lstm", "unsupported op aten.lstm.input"),
+    (FUNCTIONS, "odd", "odd", "custom autograd Function 'Odd' cannot be analysed"),
+])
+def test_cli_refusal_is_one_located_line_and_exit_2(step_file, source, func, marker, message):
+    path, line_of = step_file(source)
+    for command in ("check", "analyze"):
+        result = run_cli(command, f"{path}:{func}")
+        assert result.exit_code == 2
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"{path}:{line_of(marker)}:") and f"error: {message}" in line
