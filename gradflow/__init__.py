@@ -18,7 +18,8 @@ from gradflow.errors import ModelError
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
-_LAZY = {"load": "gradflow.api", "analyze": "gradflow.api", "Report": "gradflow.analysis.report",
+_LAZY = {"load": "gradflow.api", "analyze": "gradflow.api", "check": "gradflow.api",
+         "CheckResult": "gradflow.api", "CheckRun": "gradflow.api", "Report": "gradflow.analysis.report",
          "Finding": "gradflow.analysis.report", "Model": "gradflow.model.build"}
 
 
@@ -30,4 +31,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'gradflow' has no attribute {name!r}")
 
 
-__all__ = ["Finding", "Model", "ModelError", "Report", "__version__", "analyze", "load"]
+__all__ = ["CheckResult", "CheckRun", "Finding", "Model", "ModelError", "Report", "__version__", "analyze",
+           "check", "load"]
+
+
+def __dir__() -> list:
+    """The public names, including those loaded on first use."""
+    return sorted(__all__)

@@ -1,10 +1,15 @@
-"""The two calls of the Python API, behind the lazy names of ``gradflow/__init__.py``."""
+"""The calls of the Python API (load, analyze, check), behind the lazy names of ``gradflow/__init__.py``."""
 
 from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
 
 from gradflow import __version__
 from gradflow.analysis.analyze import analyze as _analyze
 from gradflow.analysis.report import Report
+from gradflow.analysis.settings import Settings, SettingsError, settings_for
+from gradflow.errors import ModelError
 from gradflow.importers import is_python_target
 from gradflow.model.build import Model, build
 from gradflow.model.load import load_spec
@@ -37,6 +42,61 @@ def load_python(target: str, dims, seed, weights, dtype) -> Model:
 
 
 def analyze(model: Model, structural: bool = False, counterfactual: bool = True, settings=None) -> Report:
-    """Report, for every parameter and loss, whether gradient flows and if not, why."""
+    """Report, for every parameter and loss, whether gradient flows and if not, why.
+
+    ``settings`` is a mapping like a model file's ``check:`` block (``{"ignore": ["GF106"],
+    "strict": True}``), applied over pyproject.toml and the file's own block; a bad key or
+    value raises ValueError.
+    """
+    if settings is not None and not isinstance(settings, Settings):
+        try:
+            settings = settings_for(model, dict(settings))
+        except SettingsError as e:
+            raise ValueError(e.message) from None
     return _analyze(model, structural=structural, counterfactual=counterfactual,
                     settings=settings, version=__version__)
+
+
+@dataclass
+class CheckResult:
+    """One checked file: its report, or the ModelError that made it invalid."""
+    path: str
+    report: Report | None = None
+    error: ModelError | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.report.failed
+
+
+@dataclass
+class CheckRun:
+    """What `gradflow check` finds for some paths, and the exit code it would give."""
+    results: list = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 every file passes, 1 a check failed, 2 a file is invalid or no model was found."""
+        if not self.results or any(r.error is not None for r in self.results):
+            return 2
+        return 1 if any(r.failed for r in self.results) else 0
+
+
+def check(paths, settings=None, dims: dict | None = None, seed: int | None = None,
+          structural: bool = False) -> CheckRun:
+    """Check model files and directories (every *.yaml/*.yml model in them, recursively) as
+    `gradflow check` does; ``settings`` as for ``analyze``."""
+    from gradflow.cli.discover import model_files   # reads files only: no click, no rich
+    items, _ = model_files([paths] if isinstance(paths, (str, os.PathLike)) else paths)
+    run = CheckRun()
+    for item in items:
+        if isinstance(item, ModelError):
+            run.results.append(CheckResult(item.path, error=item))
+            continue
+        try:
+            model = load(item, dims=dims, seed=seed)
+            run.results.append(CheckResult(str(item), analyze(model, structural=structural,
+                                                              settings=settings or {})))
+        except ModelError as e:
+            run.results.append(CheckResult(str(item), error=e))
+    return run

@@ -65,3 +65,33 @@ def test_api_unknown_pair_raises_key_error():
         report.status("nope", "z")
     with pytest.raises(KeyError):
         report.status("x", "nope")
+
+
+def test_dir_lists_the_public_names():
+    names = dir(gradflow)
+    for name in ("load", "analyze", "check", "Report", "Finding", "ModelError", "CheckRun"):
+        assert name in names
+    assert "importlib" not in names and "annotations" not in names
+
+
+def test_analyze_takes_settings_as_a_plain_mapping():
+    model = gradflow.load(MODELS / "gan.yaml")
+    report = gradflow.analyze(model, settings={"ignore": ["GF104"], "strict": True})
+    assert report.settings.strict and report.settings.severity("GF104") == "off"
+    with pytest.raises(ValueError, match="did you mean 'GF104'"):
+        gradflow.analyze(model, settings={"ignore": ["GF1O4"]})
+
+
+def test_check_returns_results_per_file_and_the_exit_code():
+    run = gradflow.check(MODELS)
+    assert run.exit_code == 0 and len(run.results) == len(list(MODELS.glob("*.yaml")))
+    bugs = gradflow.check([MODELS.parent / "tests" / "models" / "bugs"])
+    assert bugs.exit_code == 1 and all(r.failed for r in bugs.results)
+    assert gradflow.check([]).exit_code == 2   # nothing checked is not a pass
+
+
+def test_model_error_has_its_place():
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(MODELS.parent / "tests" / "models" / "invalid" / "string_dim.yaml")
+    assert (e.value.line, e.value.col) == (6, 10) and e.value.path.endswith("string_dim.yaml")
+    assert "unknown dim 'x'" in e.value.message

@@ -51,7 +51,23 @@ def model_files(paths) -> tuple[list, list]:
             walk(path, items, warnings)
         else:
             items.append(path)
-    return items, warnings
+    return once(items), warnings
+
+
+def once(items: list) -> list:
+    """Each file once, where it was first found (``check models/ models/gan.yaml``, or two
+    links to one file)."""
+    seen, out = set(), []
+    for item in items:
+        try:
+            info = os.stat(item) if isinstance(item, str) else None
+        except OSError:
+            info = None
+        identity = (info.st_dev, info.st_ino) if info else None
+        if identity is None or identity not in seen:
+            out.append(item)
+            seen.add(identity)
+    return out
 
 
 def walk(top: str, items: list, warnings: list) -> None:

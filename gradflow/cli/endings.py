@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -16,9 +17,34 @@ class Interrupted(BaseException):
     into 'Aborted!' and exit 1."""
 
 
+GRACE = 0.5   # seconds the main thread has to end cleanly before the watchdog ends the process
+announced = False
+
+
 def catch_interrupts() -> None:
-    """Ctrl-C raises Interrupted from now on (the CLI's entry point calls this)."""
+    """Ctrl-C raises Interrupted from now on (the CLI's entry point calls this), and a
+    watchdog thread makes sure the process ends within a second even when the main
+    thread is inside a long numpy call: Python runs signal handlers only between
+    bytecodes, but writes the signal to the wakeup pipe at once."""
+    import threading
     signal.signal(signal.SIGINT, interrupted)
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    threading.Thread(target=watchdog, args=(read,), daemon=True).start()
+
+
+def watchdog(read: int) -> None:
+    # Imports nothing: the main thread may hold the import lock when this runs.
+    while os.read(read, 1) != bytes([signal.SIGINT]):
+        pass
+    time.sleep(GRACE)   # normally the process has ended by now
+    if not announced:
+        click.echo("gradflow: interrupted", err=True)
+    processes = sys.modules.get("multiprocessing")   # loaded only when -j started workers
+    for child in processes.active_children() if processes else ():
+        child.terminate()
+    os._exit(Exit.INTERRUPTED)
 
 
 def interrupted(signum=None, frame=None):
@@ -29,6 +55,8 @@ def interrupted(signum=None, frame=None):
 
 
 def stop_interrupted() -> None:
+    global announced
+    announced = True
     click.echo("gradflow: interrupted", err=True)
     sys.exit(Exit.INTERRUPTED)
 

@@ -17,6 +17,7 @@ import re
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
                     "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 NAMED = {"\n": r"\n", "\r": r"\r", "\t": r"\t"}
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape(match: re.Match) -> str:
@@ -33,3 +34,12 @@ def shown(text) -> str:
     """``text`` with every control, direction-changing and undecodable character escaped."""
     text = str(text)
     return UNSAFE.sub(_escape, text) if UNSAFE.search(text) else text
+
+
+def encodable(text: str) -> str:
+    """``text`` as valid Unicode for JSON: a lone surrogate (a file name's byte that is not
+    UTF-8, or a YAML "\\ud800" escape) is written as ``\\xff`` / ``\\ud800`` text, since
+    strict JSON readers refuse unpaired surrogate escapes. Other text is unchanged."""
+    if text.isascii() or not SURROGATE.search(text):
+        return text
+    return SURROGATE.sub(_escape, text)

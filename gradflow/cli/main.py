@@ -121,7 +121,11 @@ def with_options(options):
     return decorate
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_CODES = ("Exit codes: 0 success (warnings allowed unless --strict); 1 a check or gradcheck "
+              "failed; 2 usage error, invalid model or no model found; 130 interrupted.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, "--version", prog_name="gradflow")
 @click.option("--no-color", is_flag=True, help="No colours, even on a terminal.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of errors.")

@@ -32,7 +32,11 @@ def named(schema: dict) -> dict:
     return {"type": "object", "patternProperties": {NAME: schema}, "additionalProperties": False}
 
 
-GRAPH = {"type": "object", "description": "ordered name: expression (Python syntax, allowlisted)",
+GRAPH = {"type": "object", "description": (
+    "ordered name: expression (Python syntax, allowlisted, never evaluated): ops (`gradflow ops`), "
+    "+ - * / ** @ and comparisons, subscripts; MODULE(x, ...) calls a module (its instance of that "
+    "name, shared weights); repeat(module, x, times=N, name=None) applies a one-input module N times "
+    "in sequence with instances module.0 ... module.N-1; `a, b: module(x)` unpacks a module's outputs"),
          "additionalProperties": {"oneOf": [
              {"type": "string"}, {"type": "number"},
              {"type": "object", "required": ["expr"], "additionalProperties": False,

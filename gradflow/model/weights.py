@@ -10,8 +10,10 @@ structural run or a refused estimate reads no array at all.
 
 from __future__ import annotations
 
+import lzma
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 import numpy.lib.format as npy
@@ -25,6 +27,11 @@ MAX_HEADER = 10_000                  # numpy's own default limit for a .npy head
 _END = struct.Struct("<4s4H2LH")     # end of central directory record
 _LOCATOR = struct.Struct("<4sLQL")   # zip64 end of central directory locator
 _END64 = struct.Struct("<4sQ2H2L4Q")  # zip64 end of central directory record
+# What zipfile and the decompressors raise on a damaged or unusual archive: a flipped bit
+# can name an unknown compression method (NotImplementedError), set the encryption flag
+# (RuntimeError) or break the deflate stream (zlib.error). KeyError: a member that vanished.
+DAMAGED = (OSError, EOFError, ValueError, KeyError, NotImplementedError, RuntimeError, zlib.error,
+           lzma.LZMAError, zipfile.BadZipFile, zipfile.LargeZipFile)
 
 
 class WeightsError(ModelError):
@@ -67,7 +74,7 @@ class Archive:
             self.file = open_regular(self.path, "weights")
             try:
                 self.zip = zipfile.ZipFile(self.file)
-            except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+            except DAMAGED as e:
                 self.close()
                 raise WeightsError(self.path, f"cannot read weights: not a valid .npz archive "
                                               f"({e})") from None
@@ -138,7 +145,7 @@ def header(archive: Archive, info) -> tuple:
                 raise ValueError(f"unsupported .npy format version {version}")
             shape, fortran, dtype = read(member, max_header_size=MAX_HEADER)
             offset = member.tell()
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, TypeError) as e:
+    except (*DAMAGED, SyntaxError, TypeError) as e:   # the last two from parsing the header
         raise WeightsError(path, f"cannot read weights: member {name!r} is not a valid .npy array "
                                  f"({first_line(e)})") from None
     if dtype.hasobject or dtype.fields is not None or dtype.kind not in "fiub":
@@ -188,7 +195,7 @@ class Member:
                 raw = member.read(nbytes)
                 if len(raw) != nbytes or member.read(1):
                     raise EOFError(f"{len(raw):,} of {nbytes:,} bytes")
-        except (OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
+        except DAMAGED as e:
             raise WeightsError(self.path, f"cannot read weights: member {self.name!r} is damaged "
                                           f"({first_line(e)})") from None
         finally:

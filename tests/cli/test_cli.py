@@ -225,3 +225,20 @@ def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_wo
     assert out.count("unreachable") == 2
     wide = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")], env={"COLUMNS": "80"}).output
     assert wide.count("parameter    shape") == 1
+
+
+def test_ops_prints_signatures_and_docs_verbatim():
+    out = run("ops").output
+    assert "concat([xs], axis=0)" in out
+    assert "x limited to [lo, hi] (either may be None)" in out
+    assert out.count("(alias: detach)") == 1
+
+
+def test_ops_documents_module_calls_and_repeat():
+    out = run("ops").output
+    assert "repeat(module, x, times=N, name=None)" in out and "MODULE(x, ...)" in out
+
+
+def test_help_names_the_exit_codes():
+    out = run("--help").output
+    assert "Exit codes: 0 success" in out and "1 a check" in out and "2 usage error" in out and "130" in out

@@ -254,3 +254,10 @@ def test_check_directory_lists_files_in_path_order(tmp_path):
         (tmp_path / name).write_text(MINIMAL)
     result = run("check", tmp_path, "--format", "json")
     assert checked(result) == [str(tmp_path / n) for n in ("A.yaml", "a/b/c.yml", "a/z.yaml", "a.yaml", "b.yaml")]
+
+
+def test_check_lists_each_file_once(tmp_path):
+    (tmp_path / "m.yaml").write_text(MINIMAL)
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "m.yaml")
+    result = run("check", tmp_path, tmp_path / "m.yaml", "--format", "json")
+    assert checked(result) == [str(tmp_path / "link.yaml")]

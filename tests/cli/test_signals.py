@@ -98,6 +98,35 @@ def test_ctrl_c_pressed_repeatedly_still_prints_one_line(tmp_path):
     assert [w for w in workers if alive(w)] == []
 
 
+# One matrix product that takes seconds (zeros: no time drawing values first). Python runs
+# signal handlers only between bytecodes, so without a watchdog Ctrl-C waited for it.
+LONG_CALL = """
+gradflow: 1
+dims: {n: 4000}
+params:
+  a: {shape: [n, n], init: zeros}
+  b: {shape: [n, n], init: zeros}
+graph:
+  loss: mean(a @ b)
+losses:
+  loss: {wrt: [a]}
+"""
+
+
+def test_ctrl_c_inside_a_long_numpy_call_still_ends_within_a_second(tmp_path):
+    (tmp_path / "long.yaml").write_text(LONG_CALL)
+    process = gradflow("analyze", tmp_path / "long.yaml", "--no-counterfactual", stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    time.sleep(1.0)   # inside the product (it took 1.4 s more to stop here)
+    assert process.poll() is None
+    sent = time.monotonic()
+    os.killpg(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    took = time.monotonic() - sent
+    assert process.returncode == 130 and err == b"gradflow: interrupted\n" and out == b""
+    assert took < 1.0, f"took {took:.2f} s to stop"
+
+
 GAN = MODELS / "gan.yaml"
 COMMANDS = [["check", MODELS, "--format", fmt] for fmt in ("text", "json", "junit", "sarif", "markdown")] + [
     ["check", MODELS, "-j", "2"], ["analyze", GAN], ["analyze", GAN, "--format", "json"],

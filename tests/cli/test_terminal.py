@@ -121,3 +121,15 @@ def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
                                                                       "LRI", "RLI", "FSI", "PDI")]
     if not UNSAFE_CHARS.search(text):
         assert out == text
+
+
+def test_json_output_is_valid_unicode_for_file_names_that_are_not_utf8(tmp_path):
+    import json
+    name = os.path.join(os.fsencode(tmp_path), b"model\xff.yaml")
+    with open(name, "w") as f:
+        f.write("gradflow: 1\nparams:\n  w: {value: 1.0}\ngraph:\n  z: w * nope\nlosses: [z]\n")
+    for fmt in ("json", "sarif"):   # an invalid model: its path is in both documents
+        out = run("check", tmp_path, "--format", fmt).stdout
+        out.encode("utf-8")   # strict: no lone surrogate anywhere
+        assert "\\udcff" not in out and "model\\\\xff.yaml" in out
+        json.loads(out)

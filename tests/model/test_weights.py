@@ -222,3 +222,28 @@ def test_weights_archive_of_thousands_of_members_is_read_in_linear_time(tmp_path
     m.materialize()
     assert time.monotonic() - start < 3.0   # the zip directory was parsed once per member: 8 s
     assert m.params[f"p{n - 1}"].value.tolist() == [n - 1.0, n - 1.0]
+
+
+def test_weights_archive_replaced_between_checking_and_reading_is_an_error(tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, x=np.array(5.0), y=np.array(1.0))
+    m = gradflow.load(TAPE, weights=str(path))
+    np.savez(path, z=np.array(1.0))   # another archive under the same name before the values are read
+    with pytest.raises(ModelError, match="cannot read weights: member 'x.npy' is damaged"):
+        m.materialize()
+
+
+@pytest.mark.parametrize("change", ["compression method 99", "encrypted flag"])
+def test_weights_member_zipfile_cannot_open_is_a_located_error(tmp_path, change):
+    path = tmp_path / "w.npz"
+    np.savez(path, x=np.array(5.0), y=np.array(1.0))
+    data = bytearray(path.read_bytes())
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):   # local and central headers
+        at = data.index(signature)
+        if change == "encrypted flag":
+            data[at + flags_at] |= 1
+        else:
+            data[at + flags_at + 2:at + flags_at + 4] = (99).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    e = refusal(str(path))
+    assert e.path == str(path) and e.message.startswith("cannot read weights: member 'x.npy'")

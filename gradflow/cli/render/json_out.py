@@ -7,9 +7,13 @@ import math
 
 import click
 
+from gradflow.cli.escape import encodable
+
 
 def finite(value):
-    """JSON has no NaN or Infinity: write them as strings, everything else unchanged."""
+    """JSON has no NaN or Infinity: write them as strings; strings as valid Unicode."""
+    if isinstance(value, str):
+        return encodable(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dict):

@@ -1,11 +1,26 @@
-"""`gradflow ops`: the op table, built from the engine's OPS."""
+"""`gradflow ops`: the op table, built from the engine's OPS, printed verbatim.
+
+One op per entry: its call signature and what passes backward on the first line,
+its description indented below (wrapped between words on a terminal, never in a
+pipe). Text is printed as it is: brackets in a signature are not markup.
+"""
 
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table
+import textwrap
+
+from rich.text import Text
 
 from gradflow.engine import ALIASES, OPS
+
+# How a graph calls modules: not ops, but documented with them.
+MODULE_CALLS = [
+    ("MODULE(x, ...)", "through its graph", "call a module of the model file on its inputs: the instance of that "
+     "name (every call shares its weights; `instances:` makes separate copies)"),
+    ("repeat(module, x, times=N, name=None)", "through its graph",
+     "apply a one-input, one-output module N times in sequence, each time with its own weights: "
+     "instances module.0 ... module.N-1 (or NAME.0 ... with name=\"NAME\"); times may be a dim"),
+]
 
 
 def gradient(op) -> str:
@@ -16,22 +31,35 @@ def gradient(op) -> str:
         return "none: cut"
     rules = op.vjps_for(len(op.inputs))
     cut = [name for name, rule in zip(op.inputs, rules) if rule is None]
-    return "all" if not cut else "not " + ", ".join(cut)
+    return "all" if not cut else "not through " + ", ".join(cut)
+
+
+def entries() -> dict:
+    """group -> [(signature, gradient, description)], in the table's order."""
+    aliases: dict[str, list] = {}
+    for alias, target in ALIASES.items():
+        aliases.setdefault(target, []).append(alias)
+    groups: dict[str, list] = {}
+    for op in OPS.values():
+        doc = op.doc
+        for alias in aliases.get(op.name, ()):
+            if f"alias: {alias}" not in doc:
+                doc += f" (alias: {alias})"
+        groups.setdefault(op.group, []).append((op.name + op.signature, gradient(op), doc))
+    groups["modules"] = MODULE_CALLS
+    return groups
 
 
 def render(out) -> None:
-    aliases = {target: alias for alias, target in ALIASES.items()}
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    t.add_column("op", no_wrap=True)
-    t.add_column("gradient", no_wrap=True)
-    t.add_column("description", ratio=1)
-    groups: dict[str, list] = {}
-    for op in OPS.values():
-        groups.setdefault(op.group, []).append(op)
-    for group, ops in groups.items():
-        t.add_row(f"[bold]{group}[/bold]", "", "")
-        for op in ops:
-            doc = op.doc + (f" (alias: {aliases[op.name]})" if op.name in aliases else "")
-            t.add_row(f"  {op.name}{op.signature}", gradient(op), doc)
-        t.add_section()
-    out.print(t)
+    width = out.width if out.is_terminal else None   # a pipe gets whole lines
+    for k, (group, ops) in enumerate(entries().items()):
+        if k:
+            out.print()
+        out.print(Text(group, style="bold"))
+        for signature, passes, doc in ops:
+            head = Text("  " + signature)
+            head.append(f"  gradient: {passes}", style="dim")
+            out.print(head, soft_wrap=True)
+            lines = textwrap.wrap(doc, max(width - 6, 30), break_long_words=False) if width else [doc]
+            for line in lines:
+                out.print(Text("      " + line), soft_wrap=True)
