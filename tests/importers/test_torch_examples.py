@@ -106,3 +106,12 @@ def test_example_spelled_out_ops_equal_torch_autograd_too(file, func, same_as_to
     newer = {"batch_norm", "cosine_similarity", "scaled_dot_product_attention", "masked_attention"}
     monkeypatch.setattr(aten_nn, "GRADFLOW_OPS", {k: v for k, v in OPS.items() if k not in newer})
     same_as_torch(gradflow.analyze(gradflow.load(f"{EXAMPLES / file}:{func}")), str(EXAMPLES / file), func)
+
+
+@pytest.mark.parametrize("file, func, frozen", [("byol.py", "byol_step", "target."),
+                                                ("frozen_encoder.py", "finetune_step", "encoder.")])
+def test_example_requires_grad_false_is_reported_frozen(file, func, frozen):
+    document = gradflow.analyze(gradflow.load(f"{EXAMPLES / file}:{func}")).to_dict()
+    assert {p["name"]: p["frozen"] for p in document["params"]} == {
+        p["name"]: p["name"].startswith(frozen) for p in document["params"]}
+    assert any(p["frozen"] for p in document["params"])
