@@ -1,5 +1,5 @@
 """A one-block GPT language model step: token and position embeddings, causal
-self-attention with scaled_dot_product_attention, a GELU MLP, and an output layer
+self-attention with scaled_dot_product_attention, a GELU MLP (tanh form, as GPT-2), and an output layer
 tied to the token embedding (one parameter, `tok.weight`)."""
 
 import torch
@@ -13,7 +13,7 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"), nn.Linear(4 * dim, dim))
         self.heads = heads
 
     def forward(self, x):

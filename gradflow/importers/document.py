@@ -58,6 +58,7 @@ class Imported:
     params: list = field(default_factory=list)     # [Tensor] in named_parameters() order
     graph: list = field(default_factory=list)      # [Line]
     losses: dict = field(default_factory=dict)     # loss -> [glob] or None
+    loss_sources: dict = field(default_factory=dict)   # loss -> Source of the code computing it
     expect: dict = field(default_factory=dict)     # loss -> {status: [glob]}
     arrays: dict = field(default_factory=dict)     # name -> numpy array
 
@@ -79,7 +80,10 @@ class Imported:
             out.append(f"  {', '.join(line.targets)}: {{{', '.join(fields)}}}")
         out.append("losses:")
         for loss, wrt in self.losses.items():
-            out.append(f"  {loss}: {{wrt: {json.dumps(list(wrt))}}}" if wrt is not None else f"  {loss}: {{}}")
+            fields = [f"wrt: {json.dumps(list(wrt))}"] if wrt is not None else []
+            if loss in self.loss_sources:
+                fields.append(f"source: {quote(self.loss_sources[loss].text(base))}")
+            out.append(f"  {loss}: {{{', '.join(fields)}}}")
         if self.expect:
             out.append("expect:")
             for loss, statuses in self.expect.items():
@@ -107,7 +111,9 @@ def flow_list(value) -> str:
         return "[" + ", ".join(flow_list(v) for v in value) + "]"
     if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
-    return repr(value)
+    text = repr(value)
+    # YAML 1.1 reads 1e+300 as a string: its floats need a dot before the exponent
+    return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
 
 
 def quote(text: str) -> str:

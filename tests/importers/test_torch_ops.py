@@ -61,3 +61,45 @@ def step():
 def test_import_mapped_ops_give_torch_autograd_gradients(step_file, same_as_torch):
     path, _ = step_file(ZOO)
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_multihead_attention_gives_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            y, _ = self.attn(x, x, x, need_weights=False)
+            return {"loss": y.square().mean()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Attend(), "inputs": (torch.randn(2, 5, 8),)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_dead_relu_is_zero_as_torch_gives_zeros(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Dead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden = nn.Linear(3, 4)
+            self.out = nn.Linear(4, 1)
+            with torch.no_grad():
+                self.hidden.bias.fill_(-100.0)   # every unit dead on these inputs
+
+        def forward(self, x):
+            return {"loss": self.out(F.relu(self.hidden(x))).mean()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Dead(), "inputs": (torch.randn(5, 3),)}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.status("hidden.weight", "loss") == "zero"
+    same_as_torch(report, path, "step")

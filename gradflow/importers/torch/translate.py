@@ -25,6 +25,7 @@ from gradflow.importers.torch.places import display
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 NO_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
+NO_GRAD = "no_grad" if "no_grad" in GRADFLOW_OPS else "stop_gradient"   # the same cut, named by its op
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
                  "randint_like"}
 
@@ -143,7 +144,8 @@ class Translator(Leaves):
         kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
         shapes = [shape_of(a) for a in node.args]
         kinds = {**dict(enumerate(map(kind_of, node.args))), **{k: kind_of(v) for k, v in node.kwargs.items()}}
-        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
+        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node),
+                    lambda array, name: self.constant_input(Const(torch.from_numpy(array), name)))
 
     def argument(self, value, user):
         if isinstance(value, torch.fx.Node):
@@ -209,7 +211,7 @@ class Translator(Leaves):
             value = self.values.get(n, n)
             carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
             # integer results (an argmax) carry no gradient anyway: no cut to report
-            outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
+            outputs.append(self.emit(node, f"{NO_GRAD}({value})", f"{n.name}_no_grad", source) if carries else value)
         return tuple(outputs)
 
     def function(self, node):
@@ -229,6 +231,7 @@ class Translator(Leaves):
         else:
             self.out.graph.append(Line((key,), name, self.source_of(node)))
         self.out.losses[key] = self.step.wrt.get(key)
+        self.out.loss_sources[key] = self.source_of(node)
 
 
 def prune(out: Imported) -> None:
