@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from gradflow.engine.kernels import sigmoid
+from gradflow.engine.kernels import check_indices, sigmoid
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])   # libm's erf: exact to the last bit
 SQRT_HALF = math.sqrt(0.5)
@@ -42,7 +42,7 @@ def silu_vjp(g, ans, x):
 
 # ---------------------------------------------------------------- embedding
 def embedding(idx, weight):
-    check_indices(idx, weight.shape[0], "embedding")
+    check_indices(idx, weight.shape[0])
     return weight[idx]
 
 
@@ -50,13 +50,6 @@ def embedding_vjp(g, ans, idx, weight):
     out = np.zeros(weight.shape, dtype=g.dtype)
     np.add.at(out, idx, g)
     return out
-
-
-def check_indices(idx, size: int, what: str) -> None:
-    """PyTorch raises on an index out of range; numpy would wrap a negative one."""
-    if np.size(idx) and (np.min(idx) < 0 or np.max(idx) >= size):
-        bad = int(np.min(idx)) if np.min(idx) < 0 else int(np.max(idx))
-        raise IndexError(f"{what}: index {bad} is out of range for size {size}")
 
 
 # ---------------------------------------------------------------- batch norm

@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from gradflow.engine.kernels import (
+    check_indices,
     avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
     extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
@@ -276,10 +277,12 @@ defop("concat", "shape", ("*xs",), lambda *xs, axis=0: np.concatenate(xs, axis=a
 defop("stack", "shape", ("*xs",), lambda *xs, axis=0: np.stack(xs, axis=axis),
       (lambda g, ans, *xs, axis=0, index: np.take(g, index, axis=axis),),
       stack_shape, "join same-shape tensors along a new axis", attrs={"axis": 0})
-defop("take", "shape", ("x", "idx"), lambda x, idx, axis=None: np.take(x, idx, axis=axis),
+defop("take", "shape", ("x", "idx"), lambda x, idx, axis=None: np.take(
+          x, check_indices(idx, x.size if axis is None else x.shape[axis], negative=True), axis=axis),
       (take_vjp, None), take_shape, "x's entries at integer indices idx along axis (flattened by default)",
       attrs={"axis": None}, out="first", int_inputs=(1,))
-defop("take_along_axis", "shape", ("x", "idx"), lambda x, idx, axis: np.take_along_axis(x, idx, axis),
+defop("take_along_axis", "shape", ("x", "idx"),
+      lambda x, idx, axis: np.take_along_axis(x, check_indices(idx, x.shape[axis]), axis),
       (take_along_axis_vjp, None), take_along_axis_shape,
       "x's entries at idx along axis, idx with x's number of axes (numpy rules)",
       attrs={"axis": REQUIRED}, out="first", int_inputs=(1,))
@@ -326,7 +329,8 @@ defop("avg_pool2d", inputs=("x",),
       vjps=(avg_pool2d_vjp,), shape=pool_shape,
       doc="mean over windows of the last two axes; stride defaults to kernel",
       attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch, **_NN)
-defop("one_hot", inputs=("idx",), forward=lambda idx, n: np.equal(np.expand_dims(idx, -1), np.arange(n)),
+defop("one_hot", inputs=("idx",),
+      forward=lambda idx, n: np.equal(np.expand_dims(check_indices(idx, n), -1), np.arange(n)),
       vjps=(None,), shape=one_hot_shape, doc="a float [..., n] that is 1 at each integer index",
       attrs={"n": REQUIRED}, int_inputs=(0,), **_NN)
 
