@@ -184,7 +184,18 @@ def layer_norm_vjp_x(g, ans, x, gamma, beta, eps=1e-5):
     return inv * (d - np.mean(d, axis=-1, keepdims=True) - xhat * np.mean(d * xhat, axis=-1, keepdims=True))
 
 
+def check_indices(idx, size: int, what: str = "index", negative: bool = False):
+    """``idx``, after refusing an index out of range: PyTorch raises there, where numpy would
+    wrap or (one_hot) give a row of zeros. ``negative``: -size..-1 count from the end."""
+    low = -size if negative else 0
+    if np.size(idx) and (np.min(idx) < low or np.max(idx) >= size):
+        bad = int(np.min(idx)) if np.min(idx) < low else int(np.max(idx))
+        raise IndexError(f"{what} {bad} is out of range for size {size}")
+    return idx
+
+
 def cross_entropy(logits, labels):
+    check_indices(labels, logits.shape[1], "label")
     return -np.mean(np.take_along_axis(log_softmax(logits), labels[:, None], axis=1))
 
 

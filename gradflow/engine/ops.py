@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from gradflow.engine.kernels import (
+    check_indices,
     avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
     extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
@@ -41,7 +42,14 @@ from gradflow.engine.kernels import (
     pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp,
     transpose_vjp, var_vjp,
 )
+from gradflow.engine.kernels_nn import (
+    attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x,
+    cosine_similarity, cosine_vjp, embedding, embedding_vjp, gelu_exact, gelu_exact_vjp, linear, linear_vjp_w,
+    silu, silu_vjp,
+)
 from gradflow.engine.shapes import (
+    attention_shape, batch_norm_shape, cosine_similarity_shape, embedding_shape, flatten_shape, gelu_shape,
+    linear_shape, masked_attention_shape, permute_shape,
     arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, conv2d_shape,
     cross_entropy_shape, dropout_shape, expand_dims_shape, index_shape, layer_norm_shape,
     loss_shape, matmul_shape, one_hot_shape, pool_shape, reduce_shape, reshape_shape, same_shape,
@@ -196,8 +204,13 @@ defop("leaky_relu", forward=lambda x, slope=0.01: np.where(x > 0, x, x * slope),
       doc="x if x > 0 else slope * x", attrs={"slope": 0.01}, **_EW)
 defop("elu", forward=elu, vjps=(lambda g, ans, x, alpha=1.0: np.where(x <= 0, g * (ans + alpha), g),),
       doc="x if x > 0 else alpha * (e ** x - 1)", attrs={"alpha": 1.0}, **_EW)
-defop("gelu", forward=gelu, vjps=(gelu_vjp,),
-      doc="x * Phi(x), tanh approximation (as PyTorch's approximate='tanh')", **_EW)
+defop("gelu", forward=lambda x, approximate="tanh": gelu(x) if approximate == "tanh" else gelu_exact(x),
+      vjps=(lambda g, ans, x, approximate="tanh":
+            gelu_vjp(g, ans, x) if approximate == "tanh" else gelu_exact_vjp(g, x),),
+      doc="x * Phi(x): the tanh approximation by default, exact (erf) with approximate=\"none\" "
+          "(PyTorch's approximate='tanh' and its default)",
+      attrs={"approximate": "tanh"}, **{**_EW, "shape": gelu_shape})
+defop("silu", forward=silu, vjps=(silu_vjp,), doc="x * sigmoid(x) (swish)", **_EW)
 defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: g * sigmoid(x),),
       doc="log(1 + e ** x), computed without overflow", **_EW)
 defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
@@ -264,10 +277,12 @@ defop("concat", "shape", ("*xs",), lambda *xs, axis=0: np.concatenate(xs, axis=a
 defop("stack", "shape", ("*xs",), lambda *xs, axis=0: np.stack(xs, axis=axis),
       (lambda g, ans, *xs, axis=0, index: np.take(g, index, axis=axis),),
       stack_shape, "join same-shape tensors along a new axis", attrs={"axis": 0})
-defop("take", "shape", ("x", "idx"), lambda x, idx, axis=None: np.take(x, idx, axis=axis),
+defop("take", "shape", ("x", "idx"), lambda x, idx, axis=None: np.take(
+          x, check_indices(idx, x.size if axis is None else x.shape[axis], negative=True), axis=axis),
       (take_vjp, None), take_shape, "x's entries at integer indices idx along axis (flattened by default)",
       attrs={"axis": None}, out="first", int_inputs=(1,))
-defop("take_along_axis", "shape", ("x", "idx"), lambda x, idx, axis: np.take_along_axis(x, idx, axis),
+defop("take_along_axis", "shape", ("x", "idx"),
+      lambda x, idx, axis: np.take_along_axis(x, check_indices(idx, x.shape[axis]), axis),
       (take_along_axis_vjp, None), take_along_axis_shape,
       "x's entries at idx along axis, idx with x's number of axes (numpy rules)",
       attrs={"axis": REQUIRED}, out="first", int_inputs=(1,))
@@ -314,13 +329,52 @@ defop("avg_pool2d", inputs=("x",),
       vjps=(avg_pool2d_vjp,), shape=pool_shape,
       doc="mean over windows of the last two axes; stride defaults to kernel",
       attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch, **_NN)
-defop("one_hot", inputs=("idx",), forward=lambda idx, n: np.equal(np.expand_dims(idx, -1), np.arange(n)),
+defop("one_hot", inputs=("idx",),
+      forward=lambda idx, n: np.equal(np.expand_dims(check_indices(idx, n), -1), np.arange(n)),
       vjps=(None,), shape=one_hot_shape, doc="a float [..., n] that is 1 at each integer index",
       attrs={"n": REQUIRED}, int_inputs=(0,), **_NN)
+
+# ================================================================ neural: what imported models need
+defop("linear", inputs=("x", "w", "b"), forward=linear,
+      vjps=(lambda g, ans, x, w, b: np.matmul(g, w), linear_vjp_w, lambda g, ans, x, w, b: g),
+      shape=linear_shape, doc="x @ w.T + b, with PyTorch's weight layout: w [out, in], b [out]", **_NN)
+defop("embedding", inputs=("idx", "weight"), forward=embedding, vjps=(None, embedding_vjp), shape=embedding_shape,
+      doc="rows of weight [rows, dim] at integer indices idx (an index out of range is an error)",
+      int_inputs=(0,), **_NN)
+defop("batch_norm", inputs=("x", "gamma", "beta"), forward=batch_norm,
+      vjps=(batch_norm_vjp_x, batch_norm_vjp_gamma, batch_norm_vjp_beta), shape=batch_norm_shape,
+      doc="training-mode batch norm of x [N, C, ...]: statistics over every axis but 1 (biased "
+          "variance, eps=1e-5), then scale by gamma [C] and shift by beta [C]; no running statistics",
+      attrs={"eps": 1e-5}, gains=(1,), **_NN)
+defop("scaled_dot_product_attention", inputs=("q", "k", "v"),
+      forward=lambda q, k, v, is_causal=False, scale=None: attention(q, k, v, None, is_causal, scale),
+      vjps=tuple(attention_vjp(i, masked=False) for i in range(3)), shape=attention_shape,
+      doc="softmax(q @ k^T * scale) @ v; q [..., L, E], k [..., S, E], v [..., S, Ev]; scale 1/sqrt(E) "
+          "by default; is_causal masks as PyTorch (the top-left triangle)",
+      attrs={"is_causal": False, "scale": None}, **_NN)
+defop("masked_attention", inputs=("q", "k", "v", "mask"),
+      forward=lambda q, k, v, mask, scale=None: attention(q, k, v, mask, False, scale),
+      vjps=tuple(attention_vjp(i, masked=True) for i in range(4)), shape=masked_attention_shape,
+      doc="scaled_dot_product_attention with a mask broadcast to [..., L, S]: an integer mask attends "
+          "where it is non-zero (no gradient), a float mask is added to the scores (gradient as PyTorch)",
+      attrs={"scale": None}, **_NN)
+defop("cosine_similarity", inputs=("a", "b"), forward=cosine_similarity, vjps=(cosine_vjp(0), cosine_vjp(1)),
+      shape=cosine_similarity_shape,
+      doc="a.b / (max(|a|, eps) max(|b|, eps)) along axis, as PyTorch's F.cosine_similarity",
+      attrs={"axis": 1, "eps": 1e-8}, **_NN)
+defop("flatten", forward=lambda x, start_dim=0, end_dim=-1: np.reshape(x, flatten_shape(x.shape, start_dim, end_dim)),
+      vjps=(lambda g, ans, x, start_dim=0, end_dim=-1: np.reshape(g, x.shape),), shape=flatten_shape,
+      doc="axes start_dim..end_dim joined into one (as torch.flatten)", attrs={"start_dim": 0, "end_dim": -1},
+      **_SH)
+defop("permute", forward=lambda x, dims: np.transpose(x, dims),
+      vjps=(lambda g, ans, x, dims: np.transpose(g, np.argsort([d % max(x.ndim, 1) for d in dims])),),
+      shape=permute_shape, doc="the axes in the order dims (as torch.permute)", attrs={"dims": REQUIRED}, **_SH)
 
 # ================================================================ gradient control
 defop("stop_gradient", "gradient control", ("x",), lambda x: x, (None,), same_shape,
       "identity forward, no gradient backward (alias: detach)", kind="stop", out="first")
+defop("no_grad", "gradient control", ("x",), lambda x: x, (None,), same_shape,
+      "identity forward, no gradient backward: what leaves a torch.no_grad() block", kind="stop", out="first")
 defop("grad_scale", "gradient control", ("x",), lambda x, s: x, (lambda g, ans, x, s: g * s,),
       scalar_attrs_shape("s"), "identity forward, gradient times s backward", attrs={"s": REQUIRED}, out="first",
       derivative=False)

@@ -312,3 +312,68 @@ def window_scratch(out, x, w=None, kernel=None, **attrs) -> int:
         return size // max(out[1], 1) * w[1] * w[2] * w[3]
     kh, kw = pair(kernel, "kernel", 1)
     return size * kh * kw
+
+
+# ---------------------------------------------------------------- ops of imported models
+def embedding_shape(idx, weight):
+    if len(weight) != 2:
+        raise ShapeError(f"embedding of {fmt(idx)} in weight {fmt(weight)}: weight must be [rows, dim]")
+    return tuple(idx) + weight[1:]
+
+
+def batch_norm_shape(x, gamma, beta, eps=1e-5):
+    if len(x) < 2:
+        raise ShapeError(f"batch_norm of {fmt(x)}: needs [N, C, ...]")
+    for name, s in (("gamma", gamma), ("beta", beta)):
+        if s != x[1:2]:
+            raise ShapeError(f"batch_norm of {fmt(x)} with {name} {fmt(s)}: {name} must be {fmt(x[1:2])}")
+    return x
+
+
+def attention_shape(q, k, v, mask=None, is_causal=False, scale=None):
+    where = f"attention of q {fmt(q)}, k {fmt(k)}, v {fmt(v)}"
+    if min(len(q), len(k), len(v)) < 2 or q[-1] != k[-1] or k[-2] != v[-2]:
+        raise ShapeError(f"{where}: needs q [..., L, E], k [..., S, E] and v [..., S, Ev]")
+    try:
+        batch = broadcast_shape(q[:-2], k[:-2], v[:-2])
+        if mask is not None:
+            broadcast_shape(mask, batch + (q[-2], k[-2]))
+    except ShapeError:
+        raise ShapeError(f"{where}" + (f", mask {fmt(mask)}" if mask is not None else "")
+                         + ": batch axes do not broadcast") from None
+    return batch + (q[-2], v[-1])
+
+
+def masked_attention_shape(q, k, v, mask, scale=None):
+    return attention_shape(q, k, v, mask, scale=scale)
+
+
+def flatten_shape(x, start_dim=0, end_dim=-1):
+    if not x:
+        return (1,)
+    start, end = norm_axis(start_dim, len(x)), norm_axis(end_dim, len(x))
+    if start > end:
+        raise ShapeError(f"flatten of {fmt(x)}: start_dim {start_dim} comes after end_dim {end_dim}")
+    return x[:start] + (math.prod(x[start:end + 1]),) + x[end + 1:]
+
+
+def permute_shape(x, dims):
+    return transpose_shape(x, dims)
+
+
+def cosine_similarity_shape(a, b, axis=1, eps=1e-8):
+    shape = broadcast_shape(a, b)
+    return shape[:norm_axis(axis, len(shape))] + shape[norm_axis(axis, len(shape)) + 1:]
+
+
+def linear_shape(x, w, b):
+    if len(w) != 2 or not x or x[-1] != w[1] or b != w[:1]:
+        raise ShapeError(f"linear of {fmt(x)} with weight {fmt(w)} and bias {fmt(b)}: needs x [..., in], "
+                         "weight [out, in] and bias [out]")
+    return x[:-1] + w[:1]
+
+
+def gelu_shape(x, approximate="tanh"):
+    if approximate not in ("tanh", "none"):
+        raise ShapeError(f"gelu: approximate must be \"tanh\" or \"none\", not {approximate!r}")
+    return x

@@ -17,6 +17,7 @@ from gradflow.engine.ops import REQUIRED
 from gradflow.errors import ModelError, ShapeError, did_you_mean
 from gradflow.model.expr import BINARY, COMPARE, dotted_name
 
+PIECES = ("split", "chunk")   # multi-output calls: not ops (an op has one output)
 FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
 
@@ -189,6 +190,8 @@ class Evaluator:
         name = dotted_name(node.func)
         if name == "repeat":
             return self.builder.call_repeat(self, node)
+        if name in PIECES:
+            return self.pieces(name, node)
         if self.builder.is_callable_module(name):
             return self.builder.call_module(self, name, node)
         op_name = ALIASES.get(name, name)
@@ -199,6 +202,25 @@ class Evaluator:
             candidates = list(OPS) + list(ALIASES) + self.builder.callable_names()
             raise self.fail(node.func, f"unknown op {name!r}{did_you_mean(name, candidates)}")
         return self.call_op(OPS[op_name], node)
+
+    def pieces(self, name: str, node):
+        """split(x, size, axis=0) / chunk(x, n, axis=0): several outputs, each a slice of x (a
+        getitem node), as torch.split and torch.chunk cut them; unpacked by `a, b: chunk(...)`."""
+        if len(node.args) != 2 or any(k.arg != "axis" for k in node.keywords):
+            raise self.fail(node, f"{name}(x, {'size' if name == 'split' else 'n'}, axis=0) takes a tensor, "
+                                  "a whole number and an optional axis")
+        x = self.tensor(node.args[0])
+        count = self.static(node.args[1], f"the {'size' if name == 'split' else 'number of chunks'}")
+        axis = self.static(node.keywords[0].value, "axis") if node.keywords else 0
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise self.fail(node.args[1], f"{name} needs a whole number of at least 1, not {static_text(count)}")
+        if not isinstance(axis, int) or isinstance(axis, bool) or not -len(x.shape) <= axis < len(x.shape):
+            raise self.fail(node, f"{name}: axis {static_text(axis)} does not fit shape {list(x.shape)}")
+        size = x.shape[axis]
+        step = count if name == "split" else -(-size // count)     # chunk: ceil(size / n), as torch
+        lead = (slice(None),) * (axis % len(x.shape))
+        return tuple(self.apply("getitem", node, x, index=lead + (slice(start, min(start + step, size)),))
+                     for start in range(0, size, step))
 
     def call_op(self, op, node):
         tensors, attrs = self.bind(op, node)

@@ -32,7 +32,7 @@ CHECK_KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memor
 # Dotted identifiers; a segment after the first may be an integer (`G.0.weight`, as PyTorch names it).
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*\Z")
 DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-RESERVED = set(OPS) | set(ALIASES) | {"repeat", "True", "False", "None"}
+RESERVED = set(OPS) | set(ALIASES) | {"repeat", "split", "chunk", "True", "False", "None"}
 
 
 class Loader:

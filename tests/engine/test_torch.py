@@ -84,7 +84,19 @@ TORCH = {
     "relu": torch.relu,
     "leaky_relu": lambda x, slope=0.01: F.leaky_relu(x, slope),
     "elu": lambda x, alpha=1.0: F.elu(x, alpha),
-    "gelu": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu": lambda x, approximate="tanh": F.gelu(x, approximate=approximate),
+    "silu": F.silu,
+    "linear": F.linear,
+    "embedding": lambda idx, weight: F.embedding(idx, weight),
+    "batch_norm": lambda x, gamma, beta, eps=1e-5: F.batch_norm(x, None, None, gamma, beta, training=True, eps=eps),
+    "scaled_dot_product_attention": lambda q, k, v, is_causal=False, scale=None:
+        F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale),
+    "masked_attention": lambda q, k, v, mask, scale=None: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask != 0 if not mask.is_floating_point() else mask, scale=scale),
+    "cosine_similarity": lambda a, b, axis=1, eps=1e-8: F.cosine_similarity(a, b, dim=axis, eps=eps),
+    "flatten": lambda x, start_dim=0, end_dim=-1: torch.flatten(x, start_dim, end_dim),
+    "permute": lambda x, dims: x.permute(tuple(dims)),
+    "no_grad": lambda x: x.detach(),
     "softplus": F.softplus,
     "clip": lambda x, lo, hi: torch.clamp(x, lo, hi),
     "maximum": torch.maximum, "minimum": torch.minimum,
@@ -258,3 +270,25 @@ def test_composite_model_matches_torch(model):
         assert grads[t.index] is not None, f"{name} receives no gradient"
         np.testing.assert_allclose(grads[t.index], theirs[name].grad.numpy(), rtol=1e-8, atol=1e-12,
                                    err_msg=name)
+
+
+def test_cosine_similarity_where_the_norm_is_clamped_matches_torch():
+    """Below eps PyTorch clamps each norm without recording it: its gradient there is not
+    the forward's derivative (so no finite-difference row), and gradflow follows it."""
+    rng = np.random.default_rng(1)
+    a, b = np.full((2, 3), 1e-6), rng.normal(size=(2, 3))
+    weights = rng.normal(size=(2,))
+    ours, our_grads = tape_run("cosine_similarity", [a, b], {"eps": 1e-3}, weights)
+    theirs, their_grads = torch_run("cosine_similarity", [a, b], {"eps": 1e-3}, weights)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    for mine, other in zip(our_grads, their_grads):
+        np.testing.assert_allclose(mine, other, rtol=1e-9)
+
+
+def test_gelu_exact_matches_torch_in_the_tails():
+    x = np.array([-40.0, -8.0, -3.0, -1e-8, 0.0, 1e-8, 3.0, 8.0, 40.0])
+    weights = np.ones_like(x)
+    ours, [g] = tape_run("gelu", [x], {"approximate": "none"}, weights)
+    theirs, [h] = torch_run("gelu", [x], {"approximate": "none"}, weights)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-300)

@@ -191,16 +191,18 @@ def odd():
 
 
 @pytest.mark.parametrize("func, expr", [
-    ("reverse", "grad_reverse(linear)"),
-    ("scale", "grad_scale(linear, -0.25)"),
-    ("straight", r"linear + stop_gradient(ROUND - linear)"),
+    ("reverse", "grad_reverse(LINEAR)"),
+    ("scale", "grad_scale(LINEAR, -0.25)"),
+    ("straight", r"LINEAR + stop_gradient(ROUND - LINEAR)"),
 ])
 def test_import_custom_function_is_classified_by_its_backward(step_file, func, expr):
     path, line_of = step_file(FUNCTIONS)
     imported = import_python(f"{path}:{func}")
     exprs = [line.expr for line in imported.graph]
-    rounded = next((line.targets[0] for line in imported.graph if line.expr == "round(linear)"), None)
-    expr = expr.replace("ROUND", str(rounded))
+    # entries take export's node names, made unique against op names (`linear` is an op)
+    linear = next(line.targets[0] for line in imported.graph if line.targets[0].startswith("linear"))
+    rounded = next((line.targets[0] for line in imported.graph if line.expr == f"round({linear})"), None)
+    expr = expr.replace("ROUND", str(rounded)).replace("LINEAR", linear)
     assert expr in exprs
     if func == "reverse":
         line = imported.graph[exprs.index(expr)]

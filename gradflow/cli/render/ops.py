@@ -13,10 +13,16 @@ from rich.text import Text
 
 from gradflow.engine import ALIASES, OPS
 
-# How a graph calls modules: not ops, but documented with them.
+# Calls with several outputs, and module calls: not ops (an op has one output), documented with them.
 MODULE_CALLS = [
     ("MODULE(x, ...)", "through its graph", "call a module of the model file on its inputs: the instance of that "
      "name (every call shares its weights; `instances:` makes separate copies)"),
+    ("split(x, size, axis=0)", "all",
+     "x cut along axis into pieces of size (the last may be smaller), as torch.split; "
+     "unpacked by a graph key `a, b: split(x, 4, axis=1)`"),
+    ("chunk(x, n, axis=0)", "all",
+     "x cut along axis into n pieces of ceil(size / n) (fewer when they run out), as torch.chunk; "
+     "unpacked by `a, b: chunk(x, 2, axis=-1)`"),
     ("repeat(module, x, times=N, name=None)", "through its graph",
      "apply a one-input, one-output module N times in sequence, each time with its own weights: "
      "instances module.0 ... module.N-1 (or NAME.0 ... with name=\"NAME\"); times may be a dim"),
@@ -46,7 +52,7 @@ def entries() -> dict:
             if f"alias: {alias}" not in doc:
                 doc += f" (alias: {alias})"
         groups.setdefault(op.group, []).append((op.name + op.signature, gradient(op), doc))
-    groups["modules"] = MODULE_CALLS
+    groups["several outputs and modules"] = MODULE_CALLS
     return groups
 
 

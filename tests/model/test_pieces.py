@@ -1,0 +1,77 @@
+"""split and chunk: several outputs from one call, as torch cuts them; indices out of range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import gradflow
+from gradflow.cli.main import cli
+from gradflow.errors import ModelError
+
+PIECES = """
+gradflow: 1
+inputs:
+  x: {shape: [2, 7]}
+params:
+  w: {shape: [7]}
+graph:
+  h: x * w
+  a, b, c: chunk(h, 3, axis=-1)
+  p, q: split(h, 4, axis=1)
+  loss: sum(a) + sum(c * 2) + sum(q * q)
+losses: [loss]
+"""
+
+
+def test_chunk_and_split_cut_as_torch_does(write_model):
+    model = gradflow.load(write_model(PIECES))
+    report = gradflow.analyze(model)
+    shapes = {name: model.entries[name].shape for name in ("a", "b", "c", "p", "q")}
+    assert shapes == {"a": (2, 3), "b": (2, 3), "c": (2, 1), "p": (2, 4), "q": (2, 3)}
+    x, w = model.inputs["x"].value, model.params["w"].value
+    h = x * w
+    expected = np.zeros(7)
+    expected[:3] += x[:, :3].sum(0)
+    expected[6] += 2 * x[:, 6].sum()
+    expected[4:] += (2 * h[:, 4:] * x[:, 4:]).sum(0)
+    np.testing.assert_allclose(report.grad("w", "loss"), expected, rtol=1e-12)
+
+
+@pytest.mark.torch
+def test_chunk_and_split_match_torch(write_model):
+    torch = pytest.importorskip("torch")
+    model = gradflow.load(write_model(PIECES))
+    report = gradflow.analyze(model)
+    x = torch.tensor(model.inputs["x"].value)
+    w = torch.tensor(model.params["w"].value, requires_grad=True)
+    h = x * w
+    a, b, c = torch.chunk(h, 3, dim=-1)
+    p, q = torch.split(h, 4, dim=1)
+    (a.sum() + (c * 2).sum() + (q * q).sum()).backward()
+    np.testing.assert_allclose(report.grad("w", "loss"), w.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("call, words", [
+    ("chunk(h, 0)", "at least 1"), ("split(h, 2, axis=5)", "axis 5 does not fit"),
+    ("chunk(h)", "takes a tensor"), ("split(h, 2.5)", "whole number"),
+])
+def test_bad_split_or_chunk_is_a_located_error(write_model, call, words):
+    text = PIECES.replace("a, b, c: chunk(h, 3, axis=-1)", f"a, b, c: {call}")
+    with pytest.raises(ModelError) as e:
+        gradflow.load(write_model(text))
+    assert words in e.value.message and e.value.line == 8
+
+
+@pytest.mark.parametrize("expression", [
+    "sum(one_hot(i, 3))", "cross_entropy(reshape(w, [1, 5]), i)", "sum(take_along_axis(w, i, axis=0))",
+    "sum(embedding(i, reshape(w, [5, 1])))", "sum(take(w, j, axis=0))",
+])
+def test_an_index_out_of_range_is_a_located_error(write_model, expression):
+    path = write_model(f"gradflow: 1\ninputs:\n  i: {{value: [-1], dtype: int}}\n  j: {{value: [9], dtype: int}}\n"
+                       f"params:\n  w: {{shape: [5]}}\ngraph:\n  loss: {expression}\nlosses: [loss]\n")
+    result = CliRunner().invoke(cli, ["analyze", path])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert ":8:" in line and "is out of range for size" in line
