@@ -370,3 +370,24 @@ def test_cli_refusal_is_one_located_line_and_exit_2(step_file, source, func, mar
         assert result.exit_code == 2
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith(f"{path}:{line_of(marker)}:") and f"error: {message}" in line
+
+
+def test_import_in_place_ops_get_valid_entry_names(step_file):
+    from gradflow.model.load import NAME
+    path, _ = step_file("""
+    class InPlace(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            h = self.lin(x)
+            h.mul_(2).add_(1).mul_(3).relu_()
+            return {"loss": h.sum()}
+
+
+    def step():
+        return {"module": InPlace(), "inputs": (torch.randn(2, 3),)}
+    """)
+    names = [t for line in import_python(f"{path}:step").graph for t in line.targets]
+    assert len(names) == 6 and all(NAME.match(n) and "__" not in n for n in names)

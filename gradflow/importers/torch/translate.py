@@ -41,7 +41,7 @@ class Translator(Leaves):
 
     # -- names and lines ---------------------------------------------------------------
     def unique(self, wanted: str) -> str:
-        base = re.sub(r"\W", "_", wanted).strip("_") or "node"
+        base = re.sub(r"_+", "_", re.sub(r"\W", "_", wanted)).strip("_") or "node"   # no "__": not a name
         base = base if not base[0].isdigit() else "n" + base
         # fx numbers repeats name_1, name_2...; a name gradflow reserves (an op's) becomes name_0
         name, i = base, 0
