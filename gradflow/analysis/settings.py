@@ -159,6 +159,8 @@ def read_pyproject(path: str, mtime: int) -> dict:
     if len(data) > MAX_PYPROJECT:
         raise ModelError(f"pyproject.toml is larger than {MAX_PYPROJECT // 2 ** 20} MiB", path, 1, 1)
     text = data.decode("utf-8", errors="replace")
+    if "gradflow" not in text:     # no [tool.gradflow]: not ours to judge, and no parser to load
+        return {}
     table = tool_table(text, path)
     if not isinstance(table, dict):
         raise ModelError("[tool.gradflow] must be a table", path, *key_place(text, None))

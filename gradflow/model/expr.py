@@ -64,9 +64,40 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False,
         raise ModelError("expression nested too deeply", path, origin.line, origin.col) from None
     if spelled != stripped:
         restore_integer_segments(tree, stripped)
-    relocate(tree, places)
-    check(tree, path)
+    nodes = flatten(tree)
+    relocate(nodes, places)
+    check(nodes, path)
+    tree.gradflow_nodes = [node for node, _ in nodes]   # walked once: the builder reuses the list
     return tree
+
+
+SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def flatten(tree: ast.AST) -> list:
+    """[(node, depth)] of a tree in one iterative walk, parents before children. A chain of
+    operators (a + b + c ...) is long, not deep: a BinOp's left operand keeps its depth,
+    as the evaluator walks such a chain in a loop."""
+    stack, out = [(tree, 1)], []
+    while stack:
+        node, depth = stack.pop()
+        out.append((node, depth))
+        left = node.left if type(node) is ast.BinOp else None
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                if not isinstance(value, SKIP):
+                    stack.append((value, depth if value is left else depth + 1))
+            elif type(value) is list:
+                stack.extend((item, depth + 1) for item in value
+                             if isinstance(item, ast.AST) and not isinstance(item, SKIP))
+    return out
+
+
+def nodes_of(tree: ast.AST) -> list:
+    """Every node of a parsed expression (from the walk its parse made, when it did one)."""
+    nodes = getattr(tree, "gradflow_nodes", None)
+    return nodes if nodes is not None else [node for node, _ in flatten(tree)]
 
 
 def spell_integer_segments(text: str) -> str:
@@ -107,27 +138,21 @@ def too_deep(text: str) -> int | None:
     return None
 
 
-def relocate(tree: ast.AST, places: TextPlaces) -> None:
+def relocate(nodes: list, places: TextPlaces) -> None:
     """Turn the parser's positions inside the string into file positions."""
-    for node in ast.walk(tree):
+    for node, _ in nodes:
         if hasattr(node, "lineno"):
             node.lineno, node.col_offset = places.at_node(node.lineno, node.col_offset)
 
 
-def check(tree: ast.expr, path: str) -> None:
-    """Walk the tree (iteratively) and refuse anything outside the allowlist."""
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
+def check(nodes: list, path: str) -> None:
+    """Refuse anything outside the allowlist, and nesting past MAX_DEPTH, in walk order."""
+    for node, depth in nodes:
         if depth > MAX_DEPTH:
             raise refuse(node, path, f"expression nested deeper than {MAX_DEPTH} levels")
         problem = refusal(node)
         if problem:
             raise refuse(node, path, problem)
-        # a + b + c ...: a chain of operators is long, not deep (the evaluator walks it in a loop)
-        stack.extend((child, depth + (not (isinstance(node, ast.BinOp) and child is node.left)))
-                     for child in ast.iter_child_nodes(node)
-                     if not isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop)))
 
 
 def refuse(node, path, message) -> ModelError:

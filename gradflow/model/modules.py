@@ -14,13 +14,13 @@ import ast
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Scope, later_names
-from gradflow.model.expr import dotted_name
+from gradflow.model.expr import dotted_name, nodes_of
 
 
 def callees(spec, graph):
     """(module name, call node, how many expansions) for each module call in a graph."""
     for entry in graph:
-        for node in ast.walk(entry.tree) if entry.tree is not None else ():
+        for node in nodes_of(entry.tree) if entry.tree is not None else ():
             if not isinstance(node, ast.Call):
                 continue
             name, repeated = dotted_name(node.func), False
@@ -91,7 +91,7 @@ RECORDING = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript)
 def recorded(tree) -> int:
     """How many tape nodes an expression records at most (a module call's own nodes are
     counted separately, as its callee's size)."""
-    return max(1, sum(isinstance(node, RECORDING) for node in ast.walk(tree)))
+    return max(1, sum(isinstance(node, RECORDING) for node in nodes_of(tree)))
 
 
 def static_int(keywords, args, dims: dict) -> int:
@@ -220,4 +220,4 @@ def references(tree) -> set:
     """The (dotted) names an expression tree mentions."""
     if tree is None:
         return set()
-    return {dotted_name(n) for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))} - {None}
+    return {dotted_name(n) for n in nodes_of(tree) if isinstance(n, (ast.Name, ast.Attribute))} - {None}

@@ -48,7 +48,7 @@ def located(tmp_path, pyproject: str) -> ModelError:
     ('[tool.gradflow]\nmax-memory = "lots"\n', 2, 1, "max-memory must be a size"),
     ('[tool]\ngradflow = 3\n', 1, 1, "[tool.gradflow] must be a table"),
     ('[tool.gradflow]\nselect = [\n', 2, 10, "not valid TOML"),
-    ("x = " + "[" * 5000 + "]" * 5000 + "\n", 1, 1, "pyproject.toml"),
+    ("[tool.gradflow]\nselect = " + "[" * 5000 + "]" * 5000 + "\n", 1, 1, "pyproject.toml"),
 ])
 def test_pyproject_problem_is_located(tmp_path, text, line, col, words):
     error = located(tmp_path, text)
@@ -56,6 +56,11 @@ def test_pyproject_problem_is_located(tmp_path, text, line, col, words):
     assert error.path.endswith("pyproject.toml")
     if "TOML" not in words:
         assert (error.line, error.col) == (line, col)
+
+
+def test_a_pyproject_without_a_gradflow_table_is_not_parsed(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    assert settings_for(model_in(tmp_path, "[tool.other]\nx = [\n")).strict is False   # not ours to judge
 
 
 def test_a_folder_named_pyproject_toml_is_not_read(tmp_path):
