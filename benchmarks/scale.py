@@ -28,9 +28,10 @@ import gradflow  # noqa: E402
 
 
 def chain_yaml(n: int) -> str:
+    """A chain of ``n`` tape nodes: the parameter, n - 2 tanh blocks and the loss."""
     return (f"gradflow: 1\nname: long_chain\nparams:\n  w: {{shape: [4], init: normal}}\n"
             f"modules:\n  step:\n    inputs: [x]\n    graph:\n      y: tanh(x)\n    output: y\n"
-            f"graph:\n  h: repeat(step, w, times={n})\n  loss: sum(h)\nlosses: [loss]\n")
+            f"graph:\n  h: repeat(step, w, times={n - 2})\n  loss: sum(h)\nlosses: [loss]\n")
 
 
 def run_chain(n: int) -> None:

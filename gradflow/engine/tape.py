@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import warnings
 from contextlib import contextmanager
+import math
 from types import MappingProxyType
 
 import numpy as np
@@ -55,7 +56,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=object)) if self.shape else 1
+        return math.prod(self.shape)   # exact Python ints: no overflow, and no numpy call per node
 
     # Operators, for writing engine code and tests the way one writes numpy.
     def __add__(self, other): return self.tape.apply("add", self, other)
