@@ -51,7 +51,7 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
         norms = None
         if grads is not None and counterfactual:
             add_counterfactuals(model, stops, grads, pairs, loss_name)
-            norms = {c: cut_norm(model, grads, c) for c in flow.behind if c.kind == "explicit"}
+            norms = cut_norms(model, grads, [c for c in flow.behind if c.kind == "explicit"])
         per_loss[loss_name] = (flow, norms)
     params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n], n in model.frozen)
               for n, t in model.params.items()]
@@ -135,15 +135,31 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
         pairs[name][loss_name].counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
 
 
-def cut_norm(model, grads, cut) -> float:
-    """The norm of the gradient this one stop removes, over all parameters: what the
-    plain sweep brought to the stop, swept back from its input with every other stop closed."""
-    stop = model.tape.nodes[cut.index]
-    g, source = grad_at(grads, stop), stop.parents[0]
-    if g is None or not source.requires_grad:
-        return 0.0
-    seeds = {source: g}
-    return params_norm(model.tape.backward(None, seeds=seeds, order=ancestors(seeds)), model.params)
+CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
+
+
+def cut_norms(model, grads, cuts: list) -> dict:
+    """Each stop's cut_norm, while the sweeps stay within CUT_NORM_PASSES passes over the
+    tape: each sweep covers the stop's ancestors, so thousands of stops in one chain
+    would be quadratic. Stops past the budget get None (not computed), as in structural mode."""
+    budget, norms = CUT_NORM_PASSES * len(model.tape.nodes), {}
+    for cut in cuts:
+        stop = model.tape.nodes[cut.index]
+        g, source = grad_at(grads, stop), stop.parents[0]
+        if g is None or not source.requires_grad:
+            norms[cut] = 0.0
+            continue
+        if budget <= 0:
+            norms[cut] = None
+            continue
+        seeds = {source: g}
+        order = ancestors(seeds)
+        budget -= len(order)
+        if budget < 0:
+            norms[cut] = None
+            continue
+        norms[cut] = params_norm(model.tape.backward(None, seeds=seeds, order=order), model.params)
+    return norms
 
 
 def stop_reports(graph, stop_cuts: dict) -> list:

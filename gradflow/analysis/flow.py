@@ -17,6 +17,7 @@ gradient further back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 KIND_OF_OP = {"stop": "explicit", "implicit": "implicit"}
 
@@ -125,16 +126,29 @@ class Graph:
         return LossFlow(reached, open_, behind)
 
     def params_above(self, node) -> set:
-        seen, stack, found = {node.index}, [node], set()
-        while stack:
-            current = stack.pop()
-            if current.index in self.param_names:
-                found.add(self.param_names[current.index])
-            for parent, _ in self.edges(current):
-                if parent.index not in seen:
-                    seen.add(parent.index)
-                    stack.append(parent)
-        return found
+        """Names of the parameters upstream of ``node`` (through any edge)."""
+        mask = self.masks[node.index]
+        return {self.bit_names[k] for k in range(mask.bit_length()) if mask >> k & 1}
+
+    @cached_property
+    def masks(self) -> list:
+        """Per node, a bit set of the parameters upstream of it: one pass in tape order, so
+        asking for every cut edge's parameters is linear, not a walk per edge (a stop
+        repeated in 2,000 blocks took seconds)."""
+        bit = {index: 1 << k for k, index in enumerate(self.param_names)}
+        masks = [0] * len(self.nodes)
+        for node in self.nodes:
+            if not self.upstream[node.index]:
+                continue
+            mask = bit.get(node.index, 0)
+            for parent in node.parents:
+                mask |= masks[parent.index]
+            masks[node.index] = mask
+        return masks
+
+    @cached_property
+    def bit_names(self) -> list:
+        return list(self.param_names.values())
 
     def all_cuts(self) -> list:
         """Every explicit stop and implicit cut op in the graph, in tape order."""

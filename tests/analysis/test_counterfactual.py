@@ -83,3 +83,18 @@ def test_cut_norm_equals_the_difference_of_two_whole_passes(path):
             checked += 1
     explicit = [s for s in report.stops if s.cut.kind == "explicit" and not s.redundant]
     assert checked >= len(explicit)
+
+
+def test_cut_norms_stay_within_a_budget_of_passes_over_the_tape(write_model, monkeypatch):
+    from gradflow.analysis import analyze as analyze_module
+    lines = ["gradflow: 1", "params:", "  w: {shape: [4], init: ones}", "graph:", "  h0: w"]
+    lines += [f"  h{i + 1}: tanh(h{i}) + stop_gradient(h{i})" for i in range(40)]
+    lines += ["  loss: sum(h40)", "losses: [loss]"]
+    path = write_model("\n".join(lines) + "\n")
+    full = [s.cuts["loss"]["cut_norm"] for s in gradflow.analyze(gradflow.load(path)).stops]
+    assert all(n is not None for n in full)
+    monkeypatch.setattr(analyze_module, "CUT_NORM_PASSES", 3)
+    bounded = [s.cuts["loss"]["cut_norm"] for s in gradflow.analyze(gradflow.load(path)).stops]
+    computed = [n for n in bounded if n is not None]
+    assert 0 < len(computed) < len(bounded)          # the rest is left out, not computed slowly
+    assert computed == [n for n, b in zip(full, bounded) if b is not None]
