@@ -4,6 +4,7 @@ or --no-color; progress bars only when stderr is a terminal."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from rich.console import Console
@@ -84,19 +85,30 @@ def emit(out: Console, renderable) -> None:
 
 def between_words(text: Text, width: int) -> Text:
     """``text`` with its spaces turned into line breaks where a line would pass ``width``;
-    a word longer than the width gets a line of its own, whole."""
-    plain, breaks, start = text.plain, [], 0
+    continuation lines are indented under the first word after the line's own indent
+    (and a `1. ` marker); a word longer than the width gets a line of its own, whole."""
+    plain, breaks = text.plain, []
     for line_start, line in line_spans(plain):
+        indent = len(line) - len(line.lstrip(" "))
+        marker = re.match(r"\d+\. ", line[indent:])
+        hang = indent + (len(marker.group()) if marker else 2)
         start, column = line_start, 0
         for word_start, word in words_of(line):
-            if column and line_start + word_start + len(word) - start > width:
-                breaks.append(line_start + word_start - 1)   # the space before the word
+            taken = line_start + word_start + len(word) - start + (hang if start > line_start else 0)
+            if column and taken > width:
+                breaks.append((line_start + word_start - 1, hang))   # the space before the word
                 start = line_start + word_start
             column = word_start + len(word)
     if not breaks:
         return text
-    parts = text.divide([b for k in breaks for b in (k, k + 1)])
-    return Text("\n").join(part for k, part in enumerate(parts) if k % 2 == 0)
+    parts = text.divide([k for position, _ in breaks for k in (position, position + 1)])
+    out = Text()
+    for k, part in enumerate(parts):
+        if k % 2 == 0:
+            out.append_text(part)
+        else:
+            out.append("\n" + " " * breaks[k // 2][1])
+    return out
 
 
 def line_spans(plain: str):
