@@ -47,7 +47,7 @@ def div(c):
 
 def linear(c):
     x, w, b = c.args[0], c.args[1], c.arg(2, "bias")
-    return f"{x} @ transpose({w})" + (f" + {b}" if b is not None else "")
+    return f"linear({x}, {w}, {b})" if b is not None else f"{x} @ transpose({w})"
 
 
 def addmm(c):
@@ -123,7 +123,7 @@ OPS = {
     **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
                                 "cos", "log1p", "sign", "floor", "ceil", "square")},
     "round": rounding,
-    "silu": lambda c: f"{c.args[0]} * sigmoid({c.args[0]})",
+    "silu": unary("silu"),
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
     "reciprocal": lambda c: f"1 / {c.args[0]}",
     "gelu": gelu, "softplus": softplus,

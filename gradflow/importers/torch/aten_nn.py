@@ -64,7 +64,7 @@ def batch_norm(c):
 def embedding(c):
     if c.arg(2, "padding_idx", -1) != -1:
         raise Unsupported("with padding_idx (its row gets no gradient)")
-    return f"take({c.args[0]}, {c.args[1]}, axis=0)"
+    return f"embedding({c.args[1]}, {c.args[0]})"
 
 
 def attention(c):
