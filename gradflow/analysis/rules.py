@@ -162,7 +162,8 @@ def check_wrt(ctx: Context) -> None:
                             place, loss=loss.name, param=name)
                     continue
                 pair = report.pair(name, loss.name)
-                if pair.status != "flows":
+                # A zero gradient still arrives along a path: GF107's warning, as for GF102.
+                if pair.status in ("blocked", "unreachable"):
                     ctx.group("GF103", (loss.name, cause(pair)), name, place, untrained(ctx, loss.name, pair),
                               loss=loss.name)
         outside = [name for name in model.params if name not in inside and name not in model.frozen
@@ -214,8 +215,9 @@ def check_params(ctx: Context) -> None:
             if pair.status == "zero":
                 ctx.group("GF107", (loss, cause(pair)), p.name, place,
                           lambda names, loss=loss, pair=pair: (
-                              f"{loss}: {reason(pair, loss, len(names) > 1, path).capitalize()}, for "
-                              f"{listing(names)}"), loss=loss)
+                              f"the gradient from {loss} into {listing(names)} is exactly zero"
+                              + (f"; it dies at {places(pair.dies_at, path)}" if pair.dies_at else "")),
+                          loss=loss)
             if pair.nonfinite:
                 ctx.group("GF105", loss, p.name, place, lambda names, loss=loss: (
                     f"{loss}: the gradient of {listing(names)} has NaN or infinite entries"), loss=loss)
