@@ -9,7 +9,7 @@ import torch.nn.functional as F
 class Classifier(nn.Module):
     def __init__(self):
         super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(12, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 16), nn.LayerNorm(16))
+        self.encoder = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 16), nn.LayerNorm(16))
         self.encoder.requires_grad_(False)
         self.head = nn.Linear(16, 4)
 

@@ -103,3 +103,26 @@ def test_import_dead_relu_is_zero_as_torch_gives_zeros(step_file, same_as_torch)
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert report.status("hidden.weight", "loss") == "zero"
     same_as_torch(report, path, "step")
+
+
+def test_import_attention_with_boolean_and_float_masks_gives_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(4, 12)
+            self.register_buffer("keep", torch.rand(5, 5) > 0.3)
+
+        def forward(self, x, bias):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            keep = self.keep | torch.eye(5, dtype=torch.bool)   # every query keeps a key
+            boolean = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            additive = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3)
+            return {"boolean": boolean.square().mean(), "additive": F.silu(additive).mean()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Masked(), "inputs": (torch.randn(2, 5, 4), torch.randn(5, 5))}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")

@@ -6,7 +6,6 @@ whole table ``OPS`` from its shape and neural-network parts.
 
 from __future__ import annotations
 
-from gradflow.engine import OPS as GRADFLOW_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, text
@@ -48,7 +47,7 @@ def div(c):
 
 def linear(c):
     x, w, b = c.args[0], c.args[1], c.arg(2, "bias")
-    return f"{x} @ transpose({w})" + (f" + {b}" if b is not None else "")
+    return f"linear({x}, {w}, {b})" if b is not None else f"{x} @ transpose({w})"
 
 
 def addmm(c):
@@ -91,8 +90,6 @@ def norm(c):
 def gelu(c):
     if c.kwargs.get("approximate", "none") == "tanh":
         return f"gelu({c.args[0]})"
-    if "approximate" not in GRADFLOW_OPS["gelu"].attrs:
-        raise Unsupported("(exact, erf form): this gradflow has only the tanh form, nn.GELU(approximate='tanh')")
     return f"gelu({c.args[0]}, approximate='none')"
 
 
@@ -126,7 +123,7 @@ OPS = {
     **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
                                 "cos", "log1p", "sign", "floor", "ceil", "square")},
     "round": rounding,
-    "silu": lambda c: f"{c.args[0]} * sigmoid({c.args[0]})",
+    "silu": unary("silu"),
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
     "reciprocal": lambda c: f"1 / {c.args[0]}",
     "gelu": gelu, "softplus": softplus,

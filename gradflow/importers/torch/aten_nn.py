@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from gradflow.engine import OPS as GRADFLOW_OPS
 from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
 
 
@@ -59,13 +54,9 @@ def batch_norm(c):
     x, w, b, mean, var, training, _, eps = (c.args + [None] * 9)[:8]
     if w is None or b is None:
         raise Unsupported("without affine weight and bias")
-    s = shape_text([c.shapes[0][1]] + [1] * (c.ndim() - 2))
-    if training and "batch_norm" in GRADFLOW_OPS:
+    if training:
         return f"batch_norm({x}, {w}, {b}, eps={eps!r})"
-    if training:   # batch statistics over every axis but 1, biased variance, spelled out
-        axes = text(tuple(a for a in range(c.ndim()) if a != 1))
-        mean, var = f"mean({x}, axis={axes}, keepdims=True)", f"var({x}, axis={axes}, keepdims=True)"
-        return f"({x} - {mean}) / sqrt({var} + {eps!r}) * reshape({w}, {s}) + reshape({b}, {s})"
+    s = shape_text([c.shapes[0][1]] + [1] * (c.ndim() - 2))
     return (f"({x} - reshape({mean}, {s})) / sqrt(reshape({var}, {s}) + {eps!r}) * reshape({w}, {s})"
             f" + reshape({b}, {s})")
 
@@ -73,7 +64,7 @@ def batch_norm(c):
 def embedding(c):
     if c.arg(2, "padding_idx", -1) != -1:
         raise Unsupported("with padding_idx (its row gets no gradient)")
-    return f"take({c.args[0]}, {c.args[1]}, axis=0)"
+    return f"embedding({c.args[1]}, {c.args[0]})"
 
 
 def attention(c):
@@ -87,29 +78,9 @@ def attention(c):
         raise Unsupported("with both attn_mask and is_causal")
     if mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
         mask = f"where({mask}, 0.0, -1e300)"   # gradflow holds booleans as 0/1 floats: make it additive
-    if "masked_attention" not in GRADFLOW_OPS:
-        return spelled_attention(c, q, k, v, mask, causal, scale)
     if mask is not None:
         return f"masked_attention({q}, {k}, {v}, {mask}{tail})"
     return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
-
-
-def spelled_attention(c, q, k, v, mask, causal, scale):
-    """softmax(q @ k^T * scale + mask) @ v with existing ops; a causal mask is a constant."""
-    length, source = c.shapes[0][-2], c.shapes[1][-2]
-    scale = scale if scale is not None else 1 / math.sqrt(c.shapes[0][-1])
-    axes = text(tuple(range(len(c.shapes[1]) - 2)) + (len(c.shapes[1]) - 1, len(c.shapes[1]) - 2))
-    scores = f"{q} @ transpose({k}, axes={axes}) * {scale!r}"
-    if causal:
-        mask = c.constant(causal_mask(length, source), "causal_mask")
-    if mask is not None:
-        scores = f"{scores} + {mask}"
-    return f"softmax({scores}, axis=-1) @ {v}"
-
-
-def causal_mask(length: int, source: int):
-    """0 where query i may attend key j (j <= i), -1e300 elsewhere (as torch's tril mask)."""
-    return np.triu(np.full((length, source), -1e300), 1)
 
 
 def dropout(c):
@@ -150,12 +121,7 @@ def adaptive_avg(c):
 
 
 def cosine(c):
-    a, b, axis, eps = c.args[0], c.args[1], c.arg(2, "dim", 1), c.arg(3, "eps", 1e-8)
-    if "cosine_similarity" in GRADFLOW_OPS:
-        return f"cosine_similarity({a}, {b}, axis={axis}, eps={eps!r})"
-    # as torch computes it: each side divided by its norm, the norms clamped at eps without gradient
-    norms = [f"maximum(norm({t}, axis={axis}, keepdims=True), {eps!r})" for t in (a, b)]
-    return f"sum({a} / {norms[0]} * ({b} / {norms[1]}), axis={axis})"
+    return f"cosine_similarity({c.args[0]}, {c.args[1]}, axis={c.arg(2, 'dim', 1)}, eps={c.arg(3, 'eps', 1e-8)!r})"
 
 
 NN_OPS = {

@@ -36,7 +36,6 @@ class Call:
     overload: str
     kinds: dict = None               # argument position or keyword -> "float", "int", "bool" or None
     kind: str = "float"              # the output's kind
-    constant: object = None          # constant(array, wanted name) -> the name of a new constant input
 
     def arg(self, i: int, name: str, default=None):
         if i < len(self.args):

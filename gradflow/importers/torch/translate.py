@@ -25,7 +25,6 @@ from gradflow.importers.torch.places import display
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 NO_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
-NO_GRAD = "no_grad" if "no_grad" in GRADFLOW_OPS else "stop_gradient"   # the same cut, named by its op
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
                  "randint_like"}
 
@@ -121,7 +120,7 @@ class Translator(Leaves):
 
     def aten(self, node):
         packet = target_name(node.target)
-        handler = OPS.get(packet) or OPS.get(packet.rstrip("_"))
+        handler = OPS.get(packet) or (OPS.get(packet[:-1]) if in_place(packet) else None)
         what = f"aten.{packet}.{node.target._overloadname}"
         if handler is None:
             raise self.fail(node, f"unsupported op {what}: gradflow has no equivalent "
@@ -144,8 +143,7 @@ class Translator(Leaves):
         kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
         shapes = [shape_of(a) for a in node.args]
         kinds = {**dict(enumerate(map(kind_of, node.args))), **{k: kind_of(v) for k, v in node.kwargs.items()}}
-        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node),
-                    lambda array, name: self.constant_input(Const(torch.from_numpy(array), name)))
+        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
 
     def argument(self, value, user):
         if isinstance(value, torch.fx.Node):
@@ -172,7 +170,7 @@ class Translator(Leaves):
         if packet in CONSTANT_LIKE:
             val = node.meta.get("val")
             return Const(node.target(torch.zeros(val.shape, dtype=val.dtype), *node.args[1:], **node.kwargs), node.name)
-        if packet == "detach" or packet.endswith("_") or not all(isinstance(self.values.get(a), Const) for a in inputs):
+        if packet == "detach" or in_place(packet) or not all(isinstance(self.values.get(a), Const) for a in inputs):
             return None
         args = torch.fx.node.map_arg(node.args, lambda a: self.values[a].value)
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: self.values[a].value)
@@ -211,7 +209,7 @@ class Translator(Leaves):
             value = self.values.get(n, n)
             carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
             # integer results (an argmax) carry no gradient anyway: no cut to report
-            outputs.append(self.emit(node, f"{NO_GRAD}({value})", f"{n.name}_no_grad", source) if carries else value)
+            outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
         return tuple(outputs)
 
     def function(self, node):
@@ -257,6 +255,11 @@ def ancestors(graph) -> set:
                 seen.add(parent)
                 stack.append(parent)
     return seen
+
+
+def in_place(packet: str) -> bool:
+    """relu_, add_: torch's in-place variants (not dunders such as __or__)."""
+    return packet.endswith("_") and not packet.startswith("__")
 
 
 def target_name(target) -> str:
