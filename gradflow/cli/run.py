@@ -137,6 +137,7 @@ def lost(item, error: Exception) -> Result:
 def check_files(items, overrides, jobs=1, debug=False, **options) -> list:
     from gradflow.cli.render.console import progress
     if jobs > 1 and len(items) > 1:
+        import gradflow.api   # noqa: F401  loaded once here: forked workers start with it
         from gradflow.cli.workers import in_parallel
         return in_parallel(check_one, items, jobs, (overrides, options, debug), lost, progress)
     return [check_one(item, overrides, options, debug) for item in progress(items, "checking")]

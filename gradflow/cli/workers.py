@@ -21,20 +21,23 @@ def ignore_interrupts() -> None:
 
 
 def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> list:
-    """[func(item, *args) for item in items] on ``jobs`` processes."""
+    """[func(item, *args) for item in items] on ``jobs`` processes, a few files per task:
+    one round trip per file cost more than a small model's whole check."""
     from concurrent.futures.process import BrokenProcessPool
+    size = max(1, min(8, len(items) // (jobs * 4)))
+    chunks = [items[k:k + size] for k in range(0, len(items), size)]
     pool = pool_of(jobs)
     try:
-        futures = [(item, pool.submit(func, item, *args)) for item in items]
+        futures = [(chunk, pool.submit(run_chunk, func, chunk, args)) for chunk in chunks]
         results, broken = [], []
-        for item, future in progress(futures, "checking"):
+        for chunk, future in progress(futures, "checking"):
             try:
-                results.append(future.result())
+                results += future.result()
             except BrokenProcessPool:   # some worker died: every file it left unfinished is lost
-                broken.append(len(results))
-                results.append(None)
-            except Exception as e:   # the result could not come back
-                results.append(lost(item, e))
+                broken += range(len(results), len(results) + len(chunk))
+                results += [None] * len(chunk)
+            except Exception as e:   # the results could not come back
+                results += [lost(item, e) for item in chunk]
     except BaseException:
         stop(pool)
         raise
@@ -42,6 +45,10 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
     for k in broken:   # again, one by one, so only the file that kills a worker is lost
         results[k] = alone(func, items[k], args, lost)
     return results
+
+
+def run_chunk(func, chunk: list, args: tuple) -> list:
+    return [func(item, *args) for item in chunk]
 
 
 def pool_of(jobs: int):
