@@ -1,6 +1,6 @@
 """The autodiff engine: numpy only. Knows nothing of YAML, click or rich."""
 
 from gradflow.engine.ops import ALIASES, OPS, Op, resolve_op
-from gradflow.engine.tape import Tape, Tensor, quiet, unbroadcast
+from gradflow.engine.tape import Tape, Tensor, gc_paused, quiet, unbroadcast
 
-__all__ = ["ALIASES", "OPS", "Op", "Tape", "Tensor", "quiet", "resolve_op", "unbroadcast"]
+__all__ = ["ALIASES", "OPS", "Op", "Tape", "Tensor", "gc_paused", "quiet", "resolve_op", "unbroadcast"]

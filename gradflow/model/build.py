@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradflow.engine import Tape, Tensor
+from gradflow.engine import Tape, Tensor, gc_paused
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Evaluator, NodeInfo, Scope, later_names
@@ -280,5 +280,6 @@ def mean_hint(name: str, entry) -> str:
 
 
 def build(spec: ModelSpec, dims: dict | None = None, seed: int | None = None, dtype=np.float64) -> Model:
-    return Builder(spec, dims, seed, dtype).build()
+    with gc_paused():
+        return Builder(spec, dims, seed, dtype).build()
 

@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import pytest
 
-from gradflow.engine import OPS, Tape, unbroadcast
+from gradflow.engine import OPS, Tape, gc_paused, quiet, unbroadcast
 from gradflow.errors import ShapeError
 from test_ops import CASES  # pytest puts this directory on sys.path
 
@@ -26,6 +26,25 @@ def test_tape_runs_a_million_op_chain_forward_and_backward():
         assert h.index == 1_000_000 and float(h.value) == 0.5
         assert float(grads[x.index]) == 1.0  # an even number of negations
         tape.nodes.clear()  # no cycle left: the nodes go by reference counting
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("pause", [gc_paused, quiet])
+@pytest.mark.parametrize("was_enabled", [True, False])
+def test_sweeps_pause_the_collector_and_restore_it_even_on_errors(pause, was_enabled):
+    (gc.enable if was_enabled else gc.disable)()
+    try:
+        with pause():
+            assert not gc.isenabled()
+            with pause():          # nested: the inner block leaves the outer's pause alone
+                pass
+            assert not gc.isenabled()
+        assert gc.isenabled() == was_enabled
+        with pytest.raises(ZeroDivisionError):
+            with pause():
+                1 / 0
+        assert gc.isenabled() == was_enabled
     finally:
         gc.enable()
 
