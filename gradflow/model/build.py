@@ -261,6 +261,9 @@ class Builder(ModuleCalls):
             raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules",
                              self.path, line, col)
 
+    def max_nodes(self) -> int:
+        return MAX_NODES
+
     def seed_for(self, entry: str, node: ast.AST) -> int:
         """A dropout mask's seed: the model seed, the entry and the call's place."""
         text = f"{self.model.seed}/{entry}/{node.lineno}/{node.col_offset}/{len(self.tape.nodes)}"

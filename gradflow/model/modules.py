@@ -15,6 +15,7 @@ from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Scope, later_names
 from gradflow.model.expr import dotted_name, nodes_of
+from gradflow.model.replay import Template
 
 
 def callees(spec, graph):
@@ -158,6 +159,8 @@ class ModuleCalls:
         """The parameters of instance ``path``, created on its first call."""
         if path in self.instances:
             return self.instances[path]
+        if not module.params:   # nothing to share between calls: no record kept per instance
+            return {}
         params = {}
         for local, t in module.params.items():
             full = f"{path}.{local}"
@@ -191,9 +194,21 @@ class ModuleCalls:
         name = ev.static(args["name"], "name") if "name" in args else block
         if not isinstance(name, str) or not name.replace(".", "_").isidentifier():
             raise fail("repeat(): name must be a string naming the instances, e.g. name=\"enc\"")
-        h = ev.tensor(args["x"])
+        return self.repeat_block(module, ev.tensor(args["x"]), f"{ev.scope.prefix}{name}.", times, node)
+
+    def repeat_block(self, module, h, prefix: str, times: int, node):
+        """Instances ``PREFIX0`` ... in sequence; later ones replayed from a template when they fit."""
+        template, nodes, limit = None, self.tape.nodes, self.max_nodes()
         for i in range(times):
-            h = self.expand(module, f"{ev.scope.prefix}{name}.{i}", {}, [h], node)
+            path = f"{prefix}{i}"
+            if template is not None and template.fits(h) and len(nodes) + template.size <= limit:
+                h = template.replay(path, h, self.instantiate(module, path, template.dims, node))
+                continue
+            start, x = len(nodes), h
+            h = self.expand(module, path, {}, [h], node)
+            if template is None and replayable(self.spec, module, nodes, start):
+                dims = resolve_dims(module.dims, self.model.dims, self.path, f"dims of module {module.name!r}")
+                template = Template(self.tape, start, path, x, self.instances.get(path, {}), h, dims)
         return h
 
     def forward_reference(self, scope, name: str) -> str:
@@ -214,6 +229,14 @@ class ModuleCalls:
                     stack.append(ref)
         line = scope.later[name].place.line
         return f"{name!r} is used before it is defined (line {line}); graph entries are evaluated in order"
+
+
+def replayable(spec, module, nodes: list, start: int) -> bool:
+    """Whether an instance recorded from ``start`` may serve as a template: its block calls
+    no module (nested instances keep state) and no seeded op (each call has its own seed)."""
+    if next(callees(spec, module.graph), None) is not None:
+        return False
+    return not any(n.op is not None and n.op.seeded for n in nodes[start:])
 
 
 def references(tree) -> set:
