@@ -22,11 +22,12 @@ FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class NodeInfo:
     """What the analysis needs to name a tape node: its graph entry, op and place, and the
     top-level graph entry whose evaluation made it (``call``: two calls of one module are
-    told apart by it; None for parameters and inputs)."""
+    told apart by it; None for parameters and inputs). Never changed once made; not declared
+    frozen because a frozen dataclass's constructor costs a microsecond or two per node."""
     entry: str
     op: str
     line: int
