@@ -229,8 +229,10 @@ class Tape:
         """Compute every value still missing, front to back (lazy tapes)."""
         for node in self.nodes:
             if node.value is None and node.op is not None:
-                value = node.op.forward(*(p.value for p in node.parents), **node.attrs)
-                node.value = value if value.dtype == node.dtype else value.astype(node.dtype)
+                parents, attrs = node.parents, node.attrs   # as in apply: no generator, no empty **
+                values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
+                value = node.op.forward(*values, **attrs) if attrs else node.op.forward(*values)
+                node.value = value if value.dtype is node.dtype or value.dtype == node.dtype else value.astype(node.dtype)
 
     @quietly
     def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset(),
