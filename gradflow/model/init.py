@@ -47,16 +47,16 @@ def initial_value(kind: str, args: tuple, shape: tuple, dtype, seed: int, name: 
     rng = generator(seed, name)
     if kind == "normal":
         mean, std = args or (0.0, 1.0)
-        return rng.normal(mean, std, size=shape).astype(dtype)
+        return rng.normal(mean, std, size=shape).astype(dtype, copy=False)
     if kind == "uniform":
-        return rng.uniform(args[0], args[1], size=shape).astype(dtype)
+        return rng.uniform(args[0], args[1], size=shape).astype(dtype, copy=False)
     if kind == "glorot":
         fan_in, fan_out = fans(shape)
         bound = np.sqrt(6.0 / (fan_in + fan_out))
-        return rng.uniform(-bound, bound, size=shape).astype(dtype)
+        return rng.uniform(-bound, bound, size=shape).astype(dtype, copy=False)
     if kind == "he":
-        return rng.normal(0.0, np.sqrt(2.0 / fans(shape)[0]), size=shape).astype(dtype)
-    return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype)
+        return rng.normal(0.0, np.sqrt(2.0 / fans(shape)[0]), size=shape).astype(dtype, copy=False)
+    return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype, copy=False)
 
 
 def init_problem(kind: str, args: tuple, shape: tuple = ()) -> str | None:
