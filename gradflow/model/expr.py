@@ -13,6 +13,7 @@ import warnings
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.places import TextPlaces
+from gradflow.model.simple import parse_simple
 from gradflow.model.spec import Init, Place
 
 MAX_CHARS = 10_000
@@ -44,6 +45,13 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False,
     ``raw`` is the scalar's source text when the value is not a verbatim copy of it
     (folded over lines, a block scalar, escaped): places are then found in it.
     """
+    tree = parse_simple(text, origin, quoted) if raw is None else None
+    return tree if tree is not None else parse_general(text, path, origin, quoted, raw)
+
+
+def parse_general(text: str, path: str, origin: Place, quoted: bool = False,
+                  raw: str | None = None) -> ast.expr:
+    """``parse_expression`` through Python's parser: any expression, every refusal."""
     places = TextPlaces(text, origin, quoted, raw)
     deep = too_deep(text)
     if deep is not None:   # say so before the parser recurses into it, at the bracket itself
