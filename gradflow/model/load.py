@@ -7,8 +7,10 @@ parses each graph expression with the allowlist of ``expr.py``.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from gradflow.engine import ALIASES, OPS
@@ -354,7 +356,22 @@ def load_spec(path: str | Path, text: str | bytes | None = None) -> ModelSpec:
     path = str(path)
     if text is None:
         text = read_regular(path, "model", MAX_CHARS)
-    return Loader(path).model(parse_yaml(text, path))
+    with collector_paused():
+        return Loader(path).model(parse_yaml(text, path))
+
+
+@contextmanager
+def collector_paused():
+    """Loading keeps every object it makes (a dozen per graph line) and makes no cycles, so
+    the cycle collector's passes over the growing heap find nothing; they took half the
+    time of loading a 10,000-line graph."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def shown_path(path: str, model_path: str) -> str:
