@@ -93,6 +93,10 @@ def parse_yaml(text: str | bytes, path: str) -> Node:
     return builder.finish()
 
 
+_OPENS = frozenset({yaml.MappingStartEvent, yaml.SequenceStartEvent})
+_CLOSES = frozenset({yaml.MappingEndEvent, yaml.SequenceEndEvent})
+
+
 def rejoin_calls(events):
     """Undo YAML's split of a call at its commas inside a flow collection.
 
@@ -127,10 +131,9 @@ def rejoin_calls(events):
             yield event
         else:
             yield event
-            if kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-                frames.append([kind is yaml.MappingStartEvent, bool(event.flow_style), True])
-                continue
-            if kind is not yaml.MappingEndEvent and kind is not yaml.SequenceEndEvent:
+            if kind not in _CLOSES:
+                if kind in _OPENS:
+                    frames.append([kind is yaml.MappingStartEvent, bool(event.flow_style), True])
                 continue
             frames.pop()
             top = frames[-1] if frames else None
