@@ -13,6 +13,7 @@ import warnings
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.places import TextPlaces
+from gradflow.model.simple import parse_simple
 from gradflow.model.spec import Init, Place
 
 MAX_CHARS = 10_000
@@ -23,6 +24,7 @@ BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.P
 COMPARE = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal",
            ast.Eq: "equal", ast.NotEq: "not_equal"}
 UNARY = (ast.USub, ast.UAdd)
+PLAIN = frozenset({ast.List, ast.Tuple, ast.Subscript, ast.Slice, ast.keyword})   # allowed as they are
 # Friendly names for what people try and we refuse.
 REFUSED = {ast.Lambda: "lambda", ast.IfExp: "a conditional expression", ast.BoolOp: "'and'/'or'",
            ast.ListComp: "a comprehension", ast.GeneratorExp: "a comprehension",
@@ -44,6 +46,13 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False,
     ``raw`` is the scalar's source text when the value is not a verbatim copy of it
     (folded over lines, a block scalar, escaped): places are then found in it.
     """
+    tree = parse_simple(text, origin, quoted) if raw is None else None
+    return tree if tree is not None else parse_general(text, path, origin, quoted, raw)
+
+
+def parse_general(text: str, path: str, origin: Place, quoted: bool = False,
+                  raw: str | None = None) -> ast.expr:
+    """``parse_expression`` through Python's parser: any expression, every refusal."""
     places = TextPlaces(text, origin, quoted, raw)
     deep = too_deep(text)
     if deep is not None:   # say so before the parser recurses into it, at the bracket itself
@@ -64,26 +73,32 @@ def parse_expression(text: str, path: str, origin: Place, quoted: bool = False,
         raise ModelError("expression nested too deeply", path, origin.line, origin.col) from None
     if spelled != stripped:
         restore_integer_segments(tree, stripped)
-    nodes = flatten(tree)
-    relocate(nodes, places)
-    check(nodes, path)
-    tree.gradflow_nodes = [node for node, _ in nodes]   # walked once: the builder reuses the list
+    tree.gradflow_nodes = flatten(tree, Checker(places, path))   # walked once: the builder reuses the list
     return tree
 
 
 SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop)
+# Fields that never hold a node to walk into, left out of each type's walk.
+LEAF_FIELDS = frozenset({"ctx", "op", "id", "attr", "kind", "arg", "type_comment"})
+WALKED_FIELDS: dict = {}   # node type -> the fields that may hold nodes, found on first sight
 
 
-def flatten(tree: ast.AST) -> list:
-    """[(node, depth)] of a tree in one iterative walk, parents before children. A chain of
-    operators (a + b + c ...) is long, not deep: a BinOp's left operand keeps its depth,
-    as the evaluator walks such a chain in a loop."""
+def flatten(tree: ast.AST, visit=None) -> list:
+    """Every node of a tree in one iterative walk, parents before children; ``visit(node,
+    depth)`` sees each as it is reached. A chain of operators (a + b + c ...) is long, not
+    deep: a BinOp's left operand keeps its depth, as the evaluator walks such a chain in a loop."""
     stack, out = [(tree, 1)], []
     while stack:
         node, depth = stack.pop()
-        out.append((node, depth))
-        left = node.left if type(node) is ast.BinOp else None
-        for field in node._fields:
+        out.append(node)
+        if visit is not None:
+            visit(node, depth)
+        kind = type(node)
+        fields = WALKED_FIELDS.get(kind)
+        if fields is None:
+            fields = WALKED_FIELDS[kind] = tuple(f for f in kind._fields if f not in LEAF_FIELDS)
+        left = node.left if kind is ast.BinOp else None
+        for field in fields:
             value = getattr(node, field, None)
             if isinstance(value, ast.AST):
                 if not isinstance(value, SKIP):
@@ -97,7 +112,7 @@ def flatten(tree: ast.AST) -> list:
 def nodes_of(tree: ast.AST) -> list:
     """Every node of a parsed expression (from the walk its parse made, when it did one)."""
     nodes = getattr(tree, "gradflow_nodes", None)
-    return nodes if nodes is not None else [node for node, _ in flatten(tree)]
+    return nodes if nodes is not None else flatten(tree)
 
 
 def spell_integer_segments(text: str) -> str:
@@ -127,6 +142,8 @@ def restore_integer_segments(tree: ast.AST, text: str) -> None:
 
 def too_deep(text: str) -> int | None:
     """Index of the first bracket that opens level MAX_DEPTH + 1, or None."""
+    if sum(text.count(bracket, 0, MAX_CHARS + 1) for bracket in "([{") <= MAX_DEPTH:
+        return None   # too few brackets to be too deep (the usual case, counted without a loop)
     depth = 0
     for index, char in enumerate(text[:MAX_CHARS + 1]):
         if char in "([{":
@@ -138,21 +155,26 @@ def too_deep(text: str) -> int | None:
     return None
 
 
-def relocate(nodes: list, places: TextPlaces) -> None:
-    """Turn the parser's positions inside the string into file positions."""
-    for node, _ in nodes:
+class Checker:
+    """What the walk of a parsed expression does at each node: turn the parser's position
+    inside the string into a file place, then refuse anything outside the allowlist or
+    nested past MAX_DEPTH (the first such node in walk order is the error)."""
+
+    def __init__(self, places: TextPlaces, path: str):
+        self.places, self.path = places, path
+        self.line, self.base = places.same_line()
+
+    def __call__(self, node: ast.AST, depth: int) -> None:
         if hasattr(node, "lineno"):
-            node.lineno, node.col_offset = places.at_node(node.lineno, node.col_offset)
-
-
-def check(nodes: list, path: str) -> None:
-    """Refuse anything outside the allowlist, and nesting past MAX_DEPTH, in walk order."""
-    for node, depth in nodes:
+            if self.base is None:
+                node.lineno, node.col_offset = self.places.at_node(node.lineno, node.col_offset)
+            else:   # one line of ASCII copied verbatim: a byte offset is a column offset
+                node.lineno, node.col_offset = self.line, self.base + node.col_offset
         if depth > MAX_DEPTH:
-            raise refuse(node, path, f"expression nested deeper than {MAX_DEPTH} levels")
+            raise refuse(node, self.path, f"expression nested deeper than {MAX_DEPTH} levels")
         problem = refusal(node)
         if problem:
-            raise refuse(node, path, problem)
+            raise refuse(node, self.path, problem)
 
 
 def refuse(node, path, message) -> ModelError:
@@ -161,6 +183,8 @@ def refuse(node, path, message) -> ModelError:
 
 def refusal(node: ast.AST) -> str | None:
     """Why this node is not allowed, or None when it is."""
+    if type(node) in PLAIN:
+        return None
     if type(node) in REFUSED:
         return f"{REFUSED[type(node)]} is not allowed in a graph expression"
     if isinstance(node, ast.Name):
@@ -188,8 +212,6 @@ def refusal(node: ast.AST) -> str | None:
             return "only ops and modules can be called"
         if any(k.arg is None for k in node.keywords):
             return "'**' unpacking is not allowed"
-        return None
-    if isinstance(node, (ast.List, ast.Tuple, ast.Subscript, ast.Slice, ast.keyword)):
         return None
     return f"{type(node).__name__} is not allowed in a graph expression"
 

@@ -29,6 +29,13 @@ class TextPlaces:
             self.starts.append(self.starts[-1] + len(line) + 1)
         self.places = align(raw, origin, text) if raw else None
 
+    def same_line(self) -> tuple[int, int | None]:
+        """(line, column of the first character) when every character of the text is one
+        column of one line (verbatim ASCII on one line), else (line, None)."""
+        if self.places is None and len(self.lines) == 1 and self.lines[0].isascii():
+            return self.origin.line, self.origin.col + self.shift + self.lead
+        return self.origin.line, None
+
     def at(self, index: int) -> tuple[int, int]:
         """The place of text[index] (clamped to the text)."""
         if self.places:

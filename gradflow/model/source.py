@@ -62,9 +62,11 @@ _KINDS = {list: "a sequence", str: "a string", bool: "a boolean", int: "an integ
           float: "a number"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Node:
-    """One YAML node and where it starts (1-based). Aliases share one Node."""
+    """One YAML node and where it starts (1-based). Aliases share one Node, and nothing
+    changes a Node once made (not frozen only because a frozen one is 2.5 times slower to
+    make, once per line of a model)."""
 
     value: object
     line: int
@@ -83,11 +85,16 @@ def parse_yaml(text: str | bytes, path: str) -> Node:
     text = _as_text(text, path)
     builder = _TreeBuilder(path, text)
     try:
+        handlers = _HANDLERS
         for event in rejoin_calls(yaml.parse(text, Loader=LOADER)):
-            builder.feed(event)
+            handlers[type(event)](builder, event)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, path, text) from exc
     return builder.finish()
+
+
+_OPENS = frozenset({yaml.MappingStartEvent, yaml.SequenceStartEvent})
+_CLOSES = frozenset({yaml.MappingEndEvent, yaml.SequenceEndEvent})
 
 
 def rejoin_calls(events):
@@ -112,19 +119,25 @@ def rejoin_calls(events):
         event = ahead.pop(0) if ahead else next(events, None)
         if event is None:
             return
-        top = frames[-1] if frames else None
-        if (isinstance(event, yaml.ScalarEvent) and top and top[1] and not (top[0] and top[2])
-                and _is_plain(event) and _unclosed(event.value) > 0):
-            event = _rejoined(event, peek, ahead, top[0])
-        yield event
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            frames.append([isinstance(event, yaml.MappingStartEvent), bool(event.flow_style), True])
-            continue
-        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+        kind = type(event)
+        if kind is yaml.ScalarEvent or kind is yaml.AliasEvent:
+            top = frames[-1] if frames else None
+            if top is None or not top[1]:   # block context, where YAML splits nothing
+                yield event
+                continue
+            if (kind is yaml.ScalarEvent and not (top[0] and top[2]) and _is_plain(event)
+                    and _unclosed(event.value) > 0):
+                event = _rejoined(event, peek, ahead, top[0])
+            yield event
+        else:
+            yield event
+            if kind not in _CLOSES:
+                if kind in _OPENS:
+                    frames.append([kind is yaml.MappingStartEvent, bool(event.flow_style), True])
+                continue
             frames.pop()
             top = frames[-1] if frames else None
-        if top and top[0] and isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent,
-                                                 yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+        if top and top[0]:   # a mapping's next scalar or collection is a key, then a value
             top[2] = not top[2]
 
 
@@ -282,11 +295,6 @@ class _TreeBuilder:
         self.root: Node | None = None
         self.documents = 0
 
-    def feed(self, event) -> None:
-        handler = _HANDLERS.get(type(event))
-        if handler is not None:
-            handler(self, event)
-
     def finish(self) -> Node:
         if self.root is None:
             raise ModelError(_EMPTY, self.path, 1, 1)
@@ -310,16 +318,19 @@ class _TreeBuilder:
     def _scalar(self, event) -> None:
         if event.tag is not None:
             _check_tag(event, _SCALAR_TAGS, "scalar", self.path)
-        is_key = self._expects_key()
+        top = self.stack[-1] if self.stack else None
+        is_key = top is not None and top.keys is not None and top.key is None
         if is_key:
             self._take_key(event)
             if event.anchor is None:
                 return  # a key is its source text; only an anchored key needs a Node
         mark = event.start_mark
         value = _scalar_value(event, self.path)
-        node = Node(value, mark.line + 1, mark.column + 1, style=event.style or None,
-                    chars=len(value) if isinstance(value, str) else 0,
-                    raw=self._raw(event) if isinstance(value, str) else None)
+        if type(value) is str:
+            node = Node(value, mark.line + 1, mark.column + 1, event.style or None, chars=len(value),
+                        raw=self._raw(event))
+        else:
+            node = Node(value, mark.line + 1, mark.column + 1, event.style or None)
         if event.anchor is not None:
             self._define(event.anchor, mark)
             self.anchors[event.anchor] = (node, 0)
@@ -425,6 +436,8 @@ class _TreeBuilder:
 
 
 _HANDLERS = {
+    yaml.StreamStartEvent: lambda builder, event: None,
+    yaml.StreamEndEvent: lambda builder, event: None,
     yaml.DocumentStartEvent: _TreeBuilder._document_start,
     yaml.DocumentEndEvent: _TreeBuilder._document_end,
     yaml.ScalarEvent: _TreeBuilder._scalar,

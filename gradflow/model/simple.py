@@ -1,0 +1,84 @@
+"""The two commonest shapes of graph expression, read without Python's parser.
+
+Most lines of a model are an op applied to one operand (``tanh(h)``,
+``constant(0.9)``) or one operator between two operands (``h * w``,
+``state @ actor.w``). ``ast.parse`` plus the allowlist walk costs tens of
+microseconds per line; one regular expression and three nodes cost a few.
+``parse_simple`` builds exactly the tree the general path in ``expr.py`` builds
+(same nodes, same file places, same walk order) and returns None for any other
+text, including all text the general path would refuse, which then takes the
+general path and is told what is wrong. tests/model/test_simple.py holds both
+paths to the same answers.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+
+from gradflow.model.spec import Place
+
+MAX_CHARS = 200    # longer text is rarely this simple, and the general path bounds it
+# A dotted name or a plain decimal number (no exponent, no '_', not so long it is slow).
+OPERAND = r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[0-9]{1,15}\.[0-9]{1,15}|[1-9][0-9]{0,17}|0)"
+CALL = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*)\({OPERAND}\)")
+BINARY = re.compile(rf"{OPERAND} *(\*\*|[-+*/@]) *{OPERAND}")
+OPERATORS = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
+KEYWORDS = frozenset(keyword.kwlist)   # True, None, lambda, if ...: never names
+LOAD = ast.Load()
+
+
+def parse_simple(text: str, origin: Place, quoted: bool):
+    """The checked tree of ``f(a)`` or ``a OP b`` on one line, or None for any other text."""
+    if len(text) > MAX_CHARS or "__" in text:   # the general path says what is wrong
+        return None
+    col = origin.col + int(quoted)
+    found = CALL.fullmatch(text)
+    if found is not None:
+        func, arg = found.group(1), operand(found, 2, origin.line, col)
+        if func in KEYWORDS or arg is None:
+            return None
+        name = located(ast.Name(func, LOAD), origin.line, col, 0, len(func))
+        tree = located(ast.Call(name, [arg[0]], []), origin.line, col, 0, len(text))
+        tree.gradflow_nodes = [tree, *arg[1], name]
+        return tree
+    found = BINARY.fullmatch(text)
+    if found is not None:
+        left, right = operand(found, 1, origin.line, col), operand(found, 3, origin.line, col)
+        if left is None or right is None:
+            return None
+        tree = located(ast.BinOp(left[0], OPERATORS[found.group(2)](), right[0]), origin.line, col,
+                       0, len(text))
+        tree.gradflow_nodes = [tree, *right[1], *left[1]]
+        return tree
+    return None
+
+
+def operand(found: re.Match, group: int, line: int, col: int):
+    """(node, its nodes in the order expr.flatten walks them) for a matched operand; None
+    when a part of a name is a Python keyword."""
+    text, start = found.group(group), found.start(group)
+    if text[0].isdigit():
+        value = float(text) if "." in text else int(text)
+        node = located(ast.Constant(value, None), line, col, start, found.end(group))
+        return node, [node]
+    parts = text.split(".")
+    end = start + len(parts[0])
+    node = located(ast.Name(parts[0], LOAD), line, col, start, end)
+    order = [node]
+    for part in parts[1:]:   # a.b.c is Attribute(Attribute(Name a, b), c): parents first
+        end += 1 + len(part)
+        node = located(ast.Attribute(node, part, LOAD), line, col, start, end)
+        order.append(node)
+    if not KEYWORDS.isdisjoint(parts):
+        return None
+    order.reverse()
+    return node, order
+
+
+def located(node, line: int, col: int, start: int, end: int):
+    """The positions the general path leaves on a node: the start as a file place (as
+    ``expr.relocate`` makes it), the end as the parser's offset in the one-line text."""
+    node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = line, col + start, 1, end
+    return node

@@ -1,0 +1,56 @@
+"""The short cut for simple expressions gives what Python's parser and the allowlist give."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradflow.errors import ModelError
+from gradflow.model.expr import parse_expression, parse_general
+from gradflow.model.simple import parse_simple
+from gradflow.model.spec import Place
+
+NAMES = ["x", "h12", "actor.w", "a.b.c", "_", "True", "None", "lambda", "if", "a.if", "__x", "a.__b",
+         "G.0.w", "é", "x1y", "match", "print"]
+NUMBERS = ["0", "00", "7", "1.5", "1.", ".5", "1e3", "1_0", "0x1f", "123456789012345678901", "0.25"]
+OPERATORS = ["+", "-", "*", "/", "**", "@", "//", "%", "<", "==", "*-", "and"]
+MARKS = ["(", ")", ",", "=", "[", "]", ".", " ", "  ", "\t", ":", "'", "#"]
+operand = st.sampled_from(NAMES + NUMBERS)
+blank = st.sampled_from(["", " ", "  "])
+call = st.builds(lambda f, a, b, c, d: f"{f}{b}({c}{a}{d})", st.sampled_from(NAMES), operand, blank, blank, blank)
+binary = st.builds(lambda a, op, b, s, t: f"{a}{s}{op}{t}{b}", operand, st.sampled_from(OPERATORS), operand,
+                   blank, blank)
+pieces = st.lists(st.sampled_from(NAMES + NUMBERS + OPERATORS + MARKS), min_size=1, max_size=7).map("".join)
+origin = st.builds(Place, st.integers(1, 500), st.integers(1, 80))
+
+
+def outcome(parse, text: str, at: Place, quoted: bool):
+    """What a parse gives, as comparable text: every node with its places, in walk order,
+    or the error with its place."""
+    try:
+        tree = parse(text, "m.yaml", at, quoted)
+    except ModelError as e:
+        return "error", e.message, e.line, e.col
+    return "tree", [ast.dump(node, include_attributes=True) for node in tree.gradflow_nodes]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(call, binary, pieces), origin, st.booleans())
+def test_simple_expressions_parse_as_the_general_path_parses_them(text, at, quoted):
+    assert outcome(parse_expression, text, at, quoted) == outcome(parse_general, text, at, quoted)
+
+
+@pytest.mark.parametrize("text", ["tanh(h)", "constant(0.9)", "h * w", "state @ actor.w", "a.b.c**2",
+                                  "0+x", "sum(enc.layer1.b)"])
+def test_simple_expressions_take_the_short_cut(text):
+    assert parse_simple(text, Place(3, 9), False) is not None
+    assert outcome(parse_expression, text, Place(3, 9), True) == outcome(parse_general, text, Place(3, 9), True)
+
+
+@pytest.mark.parametrize("text", ["f(__x)", "None * x", "f(G.0.w)", "1if", "00 * x", "f(x) * y", "a + b + c",
+                                  " x * y", "é * x", "lambda(x)", "1e3 * x", "x" * 300 + " * y"])
+def test_other_expressions_take_the_general_path(text):
+    assert parse_simple(text, Place(3, 9), False) is None
