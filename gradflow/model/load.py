@@ -7,13 +7,11 @@ parses each graph expression with the allowlist of ``expr.py``.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
-from contextlib import contextmanager
 from pathlib import Path
 
-from gradflow.engine import ALIASES, OPS
+from gradflow.engine import ALIASES, OPS, gc_paused
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.dims import parse_dim
 from gradflow.model.expr import parse_expression, parse_init
@@ -356,22 +354,10 @@ def load_spec(path: str | Path, text: str | bytes | None = None) -> ModelSpec:
     path = str(path)
     if text is None:
         text = read_regular(path, "model", MAX_CHARS)
-    with collector_paused():
+    # Loading keeps every object it makes and makes no cycles: the collector's passes over
+    # the growing heap would find nothing (half the time of loading a 10,000-line graph).
+    with gc_paused():
         return Loader(path).model(parse_yaml(text, path))
-
-
-@contextmanager
-def collector_paused():
-    """Loading keeps every object it makes (a dozen per graph line) and makes no cycles, so
-    the cycle collector's passes over the growing heap find nothing; they took half the
-    time of loading a 10,000-line graph."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def shown_path(path: str, model_path: str) -> str:
