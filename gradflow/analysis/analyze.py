@@ -11,7 +11,7 @@ import numpy as np
 
 from gradflow.analysis.flow import Graph
 from gradflow.analysis.numeric import (
-    all_zero, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
+    ParamsAmong, all_zero, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
 )
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import evaluate
@@ -142,7 +142,7 @@ def cut_norms(model, grads, cuts: list) -> dict:
     """Each stop's cut_norm, while the sweeps stay within CUT_NORM_PASSES passes over the
     tape: each sweep covers the stop's ancestors, so thousands of stops in one chain
     would be quadratic. Stops past the budget get None (not computed), as in structural mode."""
-    budget, norms = CUT_NORM_PASSES * len(model.tape.nodes), {}
+    budget, norms, params = CUT_NORM_PASSES * len(model.tape.nodes), {}, ParamsAmong(model.params)
     for cut in cuts:
         stop = model.tape.nodes[cut.index]
         g, source = grad_at(grads, stop), stop.parents[0]
@@ -158,7 +158,7 @@ def cut_norms(model, grads, cuts: list) -> dict:
         if budget < 0:
             norms[cut] = None
             continue
-        norms[cut] = params_norm(model.tape.backward(None, seeds=seeds, order=order), model.params)
+        norms[cut] = params_norm(model.tape.backward(None, seeds=seeds, order=order), params.among(order))
     return norms
 
 
