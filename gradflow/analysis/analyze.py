@@ -193,13 +193,13 @@ def stop_reports(graph, stop_cuts: dict) -> list:
     cuts = {c.index: c for c in graph.all_cuts()}
     for flow, _ in stop_cuts.values():
         cuts.update({c.index: c for c in flow.behind})
-    reports = []
+    reports, position = [], {name: k for k, name in enumerate(graph.params)}
     for index in sorted(cuts):
         cut, per_loss = cuts[index], {}
         for loss_name, (flow, norms) in stop_cuts.items():
-            names = flow.behind.get(cut, set())
-            blocks = [n for n in graph.params if n in names and graph.params[n].index not in flow.open]
-            partial = [n for n in graph.params if n in names and graph.params[n].index in flow.open]
+            names = sorted(flow.behind.get(cut, ()), key=position.__getitem__)   # in file order
+            blocks = [n for n in names if graph.params[n].index not in flow.open]
+            partial = [n for n in names if graph.params[n].index in flow.open]
             norm = None if norms is None or cut.kind != "explicit" else norms.get(cut, 0.0)
             per_loss[loss_name] = {"blocks": blocks, "partial": partial, "cut_norm": norm}
         redundant = cut.kind == "explicit" and not any(v["blocks"] or v["partial"] for v in per_loss.values())
