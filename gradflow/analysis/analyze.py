@@ -137,9 +137,12 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
         extra = sweep(model.tape, through={s.index for s in stops}, seeds=seeds,
                       order=ancestors(seeds)) if seeds else []
     for name, t in model.params.items():
-        plain, more = grad_at(grads, t), grad_at(extra, t)
+        plain, more, pair = grad_at(grads, t), grad_at(extra, t), pairs[name][loss_name]
+        if more is None and plain is not None and pair.status in ("flows", "zero"):
+            pair.counterfactual_norm = pair.norm     # no stop above: the norm of the same array
+            continue
         total = plain if more is None else more if plain is None else plain + more
-        pairs[name][loss_name].counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
+        pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
 
 
 def sweep(tape, **kw) -> list:

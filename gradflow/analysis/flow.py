@@ -131,21 +131,23 @@ class Graph:
     def flow(self, loss) -> LossFlow:
         upstream, open_, cut_edges = self.upstream, {loss.index}, []
         stack = [loss]
+        mark, push = open_.add, stack.append
         while stack:                       # open set, noting cut edges at its border
             node = stack.pop()
             op = node.op
             if op is None:
                 continue
-            rules, one_rule = op.vjps, op.variadic   # Graph.edges inlined: this runs per node
-            for k, parent in enumerate(node.parents):
-                if not upstream[parent.index]:
-                    continue
-                if rules[0 if one_rule else k] is not None and parent.dtype.kind == "f":
-                    if parent.index not in open_:
-                        open_.add(parent.index)
-                        stack.append(parent)
-                else:
-                    cut_edges.append((node, parent))
+            rules, k = op.vjps, 0          # Graph.edges inlined: this runs per node
+            for parent in node.parents:
+                i = parent.index
+                if upstream[i]:
+                    if rules[0 if op.variadic else k] is not None and parent.dtype.kind == "f":
+                        if i not in open_:
+                            mark(i)
+                            push(parent)
+                    else:
+                        cut_edges.append((node, parent))
+                k += 1
         behind: dict = {}
         for node, parent in cut_edges:
             behind.setdefault(self.cut_at(node, parent), set()).update(self.params_above(parent))
