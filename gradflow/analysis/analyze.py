@@ -145,10 +145,15 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
         pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
 
 
+def unquiet_backward(tape):
+    """``Tape.backward`` without entering ``quiet()`` once more per sweep: the analysis runs
+    inside it already, and with a sweep per stop that was a third of their cost."""
+    return type(tape).backward.__wrapped__
+
+
 def sweep(tape, **kw) -> list:
-    """``tape.backward`` from seeds, without entering ``quiet()`` once more per sweep: the
-    analysis runs inside it already, and with a sweep per stop that was a third of their cost."""
-    return type(tape).backward.__wrapped__(tape, None, **kw)
+    """A sweep from seeds (``kw``), inside the analysis's ``quiet()``."""
+    return unquiet_backward(tape)(tape, None, **kw)
 
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
@@ -162,23 +167,24 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, list | None]:
     Also the sum of those sweeps, which is the counterfactual sweep when each stop was swept,
     none lies above another (a sweep would stop there, the counterfactual one passes) and every
     sweep is finite (so sums of infinities cannot differ): (stop indices swept, sum); else None."""
-    budget, norms, params = CUT_NORM_PASSES * len(model.tape.nodes), {}, ParamsAmong(model.params)
-    total, swept_stops = [None] * len(model.tape.nodes), set()
+    nodes, tape, backward = model.tape.nodes, model.tape, unquiet_backward(model.tape)
+    budget, norms, params = CUT_NORM_PASSES * len(nodes), {}, ParamsAmong(model.params)
+    total, swept_stops = [None] * len(nodes), set()
     for cut in cuts:
-        stop = model.tape.nodes[cut.index]
+        stop = nodes[cut.index]
         g, source = grad_at(grads, stop), stop.parents[0]
         if g is None or not source.requires_grad:
             norms[cut] = 0.0
             continue
-        order = ancestors([source])
+        order = ancestors([source]) if budget > 0 else ()
         budget -= len(order)
-        if budget < 0:
+        if budget < 0 or not order:
             norms[cut], total = None, None
             continue
         found = params.among(order)
-        swept = sweep(model.tape, seeds={source: g}, order=order)
-        norms[cut] = params_norm(swept, found)
-        if total is not None and math.isfinite(norms[cut]) and stops.isdisjoint(order):
+        swept = backward(tape, None, seeds={source: g}, order=order)
+        norms[cut] = norm = params_norm(swept, found)
+        if total is not None and math.isfinite(norm) and stops.isdisjoint(order):
             swept_stops.add(cut.index)
             for i in dict.fromkeys(t.index for t in found):   # a tensor under two names: once
                 add_into(total, i, swept[i])

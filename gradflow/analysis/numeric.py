@@ -35,7 +35,7 @@ def grad_stats(g) -> dict:
 def squared_norm(g) -> float:
     """Sum of squares in float64, as one dot product (float32 gradients are widened first).
     An overflow is a finding, not a warning: the analysis runs inside ``engine.quiet()``."""
-    flat = np.ravel(g)
+    flat = g.ravel() if g.__class__ is np.ndarray else np.ravel(g)   # the method: no dispatch
     if flat.dtype != np.float64:
         flat = flat.astype(np.float64)
     return float(np.dot(flat, flat))
