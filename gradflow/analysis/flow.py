@@ -91,9 +91,13 @@ class Graph:
         self.nodes = tape.nodes
         self.params = params
         self.param_names = {t.index: name for name, t in params.items()}
-        # Which nodes have a parameter upstream: only edges from those matter.
-        upstream = [False] * len(self.nodes)
+        # Which nodes have a parameter upstream: only edges from those matter. The same
+        # pass notes the cut ops, so a long tape is walked once.
+        upstream, self.cut_nodes = [False] * len(self.nodes), []
         for i, node in enumerate(self.nodes):     # tape order: parents come first
+            op = node.op
+            if op is not None and op.kind in KIND_OF_OP:
+                self.cut_nodes.append(node)
             if i in self.param_names:
                 upstream[i] = True
                 continue
@@ -203,8 +207,4 @@ class Graph:
 
     @cached_property
     def cuts(self) -> list:
-        out = []
-        for node in self.nodes:
-            if node.op is not None and node.op.kind in KIND_OF_OP:
-                out.append(cut_of(node.index, node, KIND_OF_OP[node.op.kind]))
-        return out
+        return [cut_of(node.index, node, KIND_OF_OP[node.op.kind]) for node in self.cut_nodes]
