@@ -13,7 +13,7 @@ import numpy as np
 
 from gradflow.analysis.flow import Graph
 from gradflow.analysis.numeric import (
-    ParamsAmong, all_zero, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
+    ParamsAmong, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
 )
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import evaluate
@@ -111,7 +111,7 @@ def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
         return
     for key, value in grad_stats(g).items():
         setattr(pair, key, value)
-    if all_zero(g):
+    if pair.zero_fraction == 1.0:   # every entry exactly zero, counted already: no pass more
         pair.status = "zero"
         pair.dies_at = dies_at(graph, every.get(), t, flow.open)
 
