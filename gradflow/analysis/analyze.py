@@ -7,11 +7,13 @@ the result into findings (``rules.py``).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gradflow.analysis.flow import Graph
 from gradflow.analysis.numeric import (
-    all_zero, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
+    ParamsAmong, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
 )
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import evaluate
@@ -50,8 +52,8 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
                 grads_kept[(loss_name, name)] = grads[t.index]
         norms = None
         if grads is not None and counterfactual:
-            add_counterfactuals(model, stops, grads, pairs, loss_name)
-            norms = cut_norms(model, grads, [c for c in flow.behind if c.kind == "explicit"])
+            norms, extra = cut_norms(model, grads, [c for c in flow.behind if c.kind == "explicit"], held)
+            add_counterfactuals(model, stops, grads, pairs, loss_name, extra)
         per_loss[loss_name] = (flow, norms)
     params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n], n in model.frozen)
               for n, t in model.params.items()]
@@ -109,70 +111,104 @@ def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
         return
     for key, value in grad_stats(g).items():
         setattr(pair, key, value)
-    if all_zero(g):
+    if pair.zero_fraction == 1.0:   # every entry exactly zero, counted already: no pass more
         pair.status = "zero"
         pair.dies_at = dies_at(graph, every.get(), t, flow.open)
 
 
-def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name: str) -> None:
+def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name: str, extra=None) -> None:
     """Each pair's norm with every explicit stop as the identity.
 
     Opening the stops changes nothing downstream of them, so the counterfactual
     gradient is the plain one plus a sweep, through every stop, of what the plain
     sweep brought to each stop, started at the stop's input and limited to the
     nodes above the stops: exact, and a fraction of a whole extra backward pass.
+    ``extra`` (stop indices, their sweeps' sum), when it covers the same stops, is that result.
     """
-    seeds = {}
+    seeds, seeded = {}, set()
     for stop in stops:
         g, source = grad_at(grads, stop), stop.parents[0]
         if g is not None and source.requires_grad:
             seeds[source] = g if source not in seeds else seeds[source] + g
-    extra = model.tape.backward(None, through={s.index for s in stops}, seeds=seeds,
-                                order=ancestors(seeds)) if seeds else []
+            seeded.add(stop.index)
+    if extra is not None and extra[0] == seeded:
+        extra = extra[1]
+    else:
+        extra = sweep(model.tape, through={s.index for s in stops}, seeds=seeds,
+                      order=ancestors(seeds)) if seeds else []
     for name, t in model.params.items():
-        plain, more = grad_at(grads, t), grad_at(extra, t)
+        plain, more, pair = grad_at(grads, t), grad_at(extra, t), pairs[name][loss_name]
+        if more is None and plain is not None and pair.status in ("flows", "zero"):
+            pair.counterfactual_norm = pair.norm     # no stop above: the norm of the same array
+            continue
         total = plain if more is None else more if plain is None else plain + more
-        pairs[name][loss_name].counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
+        pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
+
+
+def unquiet_backward(tape):
+    """``Tape.backward`` without entering ``quiet()`` once more per sweep: the analysis runs
+    inside it already, and with a sweep per stop that was a third of their cost."""
+    return type(tape).backward.__wrapped__
+
+
+def sweep(tape, **kw) -> list:
+    """A sweep from seeds (``kw``), inside the analysis's ``quiet()``."""
+    return unquiet_backward(tape)(tape, None, **kw)
 
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
 
 
-def cut_norms(model, grads, cuts: list) -> dict:
+def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, list | None]:
     """Each stop's cut_norm, while the sweeps stay within CUT_NORM_PASSES passes over the
     tape: each sweep covers the stop's ancestors, so thousands of stops in one chain
-    would be quadratic. Stops past the budget get None (not computed), as in structural mode."""
-    budget, norms = CUT_NORM_PASSES * len(model.tape.nodes), {}
+    would be quadratic. Stops past the budget get None (not computed), as in structural mode.
+
+    Also the sum of those sweeps, which is the counterfactual sweep when each stop was swept,
+    none lies above another (a sweep would stop there, the counterfactual one passes) and every
+    sweep is finite (so sums of infinities cannot differ): (stop indices swept, sum); else None."""
+    nodes, tape, backward = model.tape.nodes, model.tape, unquiet_backward(model.tape)
+    budget, norms, params = CUT_NORM_PASSES * len(nodes), {}, ParamsAmong(model.params)
+    total, swept_stops = [None] * len(nodes), set()
     for cut in cuts:
-        stop = model.tape.nodes[cut.index]
+        stop = nodes[cut.index]
         g, source = grad_at(grads, stop), stop.parents[0]
         if g is None or not source.requires_grad:
             norms[cut] = 0.0
             continue
-        if budget <= 0:
-            norms[cut] = None
-            continue
-        seeds = {source: g}
-        order = ancestors(seeds)
+        order = ancestors([source]) if budget > 0 else ()
         budget -= len(order)
-        if budget < 0:
-            norms[cut] = None
+        if budget < 0 or not order:
+            norms[cut], total = None, None
             continue
-        norms[cut] = params_norm(model.tape.backward(None, seeds=seeds, order=order), model.params)
-    return norms
+        found = params.among(order)
+        swept = backward(tape, None, seeds={source: g}, order=order)
+        norms[cut] = norm = params_norm(swept, found)
+        if total is not None and math.isfinite(norm) and stops.isdisjoint(order):
+            swept_stops.add(cut.index)
+            for i in dict.fromkeys(t.index for t in found):   # a tensor under two names: once
+                add_into(total, i, swept[i])
+        else:
+            total = None
+    return norms, None if total is None else (swept_stops, total)
+
+
+def add_into(grads: list, index: int, g) -> None:
+    if g is not None:
+        grads[index] = g if grads[index] is None else grads[index] + g
 
 
 def stop_reports(graph, stop_cuts: dict) -> list:
     cuts = {c.index: c for c in graph.all_cuts()}
     for flow, _ in stop_cuts.values():
         cuts.update({c.index: c for c in flow.behind})
-    reports = []
+    reports, position = [], {name: k for k, name in enumerate(graph.params)}
     for index in sorted(cuts):
         cut, per_loss = cuts[index], {}
         for loss_name, (flow, norms) in stop_cuts.items():
-            names = flow.behind.get(cut, set())
-            blocks = [n for n in graph.params if n in names and graph.params[n].index not in flow.open]
-            partial = [n for n in graph.params if n in names and graph.params[n].index in flow.open]
+            names = sorted(flow.behind.get(cut, ()), key=position.__getitem__)   # in file order
+            blocks = [n for n in names if graph.params[n].index not in flow.open]
+            partial = [n for n in names if graph.params[n].index in flow.open]
             norm = None if norms is None or cut.kind != "explicit" else norms.get(cut, 0.0)
             per_loss[loss_name] = {"blocks": blocks, "partial": partial, "cut_norm": norm}
         redundant = cut.kind == "explicit" and not any(v["blocks"] or v["partial"] for v in per_loss.values())

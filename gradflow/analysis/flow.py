@@ -65,7 +65,23 @@ class LossFlow:
         return "blocked" if param.index in self.reached else "unreachable"
 
     def cuts_of(self, name: str) -> list:
-        return sorted((c for c, names in self.behind.items() if name in names), key=lambda c: c.index)
+        return self.cuts_by_name.get(name, [])
+
+    @cached_property
+    def cuts_by_name(self) -> dict:
+        """Parameter name -> the cuts behind which it sits, in tape order: one pass over
+        ``behind``, not one per parameter (200 stops by 200 parameters was quadratic)."""
+        found: dict = {}
+        for cut in sorted(self.behind, key=lambda c: c.index):
+            for name in self.behind[cut]:
+                found.setdefault(name, []).append(cut)
+        return found
+
+
+def carries_rule(op, k: int) -> bool:
+    """Does ``op`` have a gradient rule for its input ``k``? (``Op.vjps_for`` without
+    building the partials of a variadic op, which share one rule.)"""
+    return (op.vjps[0] if op.variadic else op.vjps[k]) is not None
 
 
 class Graph:
@@ -75,22 +91,37 @@ class Graph:
         self.nodes = tape.nodes
         self.params = params
         self.param_names = {t.index: name for name, t in params.items()}
-        # Which nodes have a parameter upstream: only edges from those matter.
-        upstream = [False] * len(self.nodes)
-        for node in self.nodes:
-            upstream[node.index] = node.index in self.param_names or any(upstream[p.index] for p in node.parents)
+        # Which nodes have a parameter upstream: only edges from those matter. The same
+        # pass notes the cut ops, so a long tape is walked once.
+        upstream, self.cut_nodes = [False] * len(self.nodes), []
+        for i, node in enumerate(self.nodes):     # tape order: parents come first
+            op = node.op
+            if op is not None and op.kind in KIND_OF_OP:
+                self.cut_nodes.append(node)
+            if i in self.param_names:
+                upstream[i] = True
+                continue
+            for p in node.parents:
+                if upstream[p.index]:
+                    upstream[i] = True
+                    break
         self.upstream = upstream
-        self.children = [[] for _ in self.nodes]
+
+    @cached_property
+    def children(self) -> list:
+        """Per node, the nodes that take it as an input (only where a gradient dies, and for pictures)."""
+        children = [[] for _ in self.nodes]
         for node in self.nodes:
             for parent in node.parents:
-                self.children[parent.index].append(node)
+                children[parent.index].append(node)
+        return children
 
     def edges(self, node, every: bool = False):
         """(parent, carries_gradient) for each input with a parameter upstream (``every``: all inputs)."""
-        if node.op is None:
+        op = node.op
+        if op is None:
             return ()
-        rules = node.op.vjps_for(len(node.parents))
-        return [(p, rules[k] is not None and p.dtype.kind == "f")
+        return [(p, carries_rule(op, k) and p.dtype.kind == "f")
                 for k, p in enumerate(node.parents) if every or self.upstream[p.index]]
 
     def cut_at(self, node, parent) -> Cut:
@@ -102,33 +133,53 @@ class Graph:
         return cut_of(culprit.index, culprit, KIND_OF_OP.get(culprit.op.kind, "implicit"))
 
     def flow(self, loss) -> LossFlow:
-        reached, open_, cut_edges = {loss.index}, {loss.index}, []
+        upstream, open_, cut_edges = self.upstream, {loss.index}, []
         stack = [loss]
+        mark, push = open_.add, stack.append
         while stack:                       # open set, noting cut edges at its border
             node = stack.pop()
-            for parent, carries in self.edges(node):
-                if carries and parent.index not in open_:
-                    open_.add(parent.index)
-                    stack.append(parent)
-                elif not carries:
-                    cut_edges.append((node, parent))
-        stack = [self.nodes[i] for i in open_]
-        reached |= open_
-        while stack:                       # everything with any path to the loss
-            node = stack.pop()
-            for parent, _ in self.edges(node):
-                if parent.index not in reached:
-                    reached.add(parent.index)
-                    stack.append(parent)
+            op = node.op
+            if op is None:
+                continue
+            rules, k = op.vjps, 0          # Graph.edges inlined: this runs per node
+            for parent in node.parents:
+                i = parent.index
+                if upstream[i]:
+                    if rules[0 if op.variadic else k] is not None and parent.dtype.kind == "f":
+                        if i not in open_:
+                            mark(i)
+                            push(parent)
+                    else:
+                        cut_edges.append((node, parent))
+                k += 1
         behind: dict = {}
         for node, parent in cut_edges:
             behind.setdefault(self.cut_at(node, parent), set()).update(self.params_above(parent))
-        return LossFlow(reached, open_, behind)
+        return LossFlow(self.reaching(open_, [parent for _, parent in cut_edges]), open_, behind)
+
+    def reaching(self, open_: set, cut_inputs: list) -> set:
+        """Every node with any path to the loss: the open ones (whose every input is open or
+        behind a cut edge), and what lies above the inputs of cut edges."""
+        upstream, reached, stack = self.upstream, set(open_), []
+        for node in cut_inputs:
+            if node.index not in reached:
+                reached.add(node.index)
+                stack.append(node)
+        while stack:
+            for parent in stack.pop().parents:
+                if upstream[parent.index] and parent.index not in reached:
+                    reached.add(parent.index)
+                    stack.append(parent)
+        return reached
 
     def params_above(self, node) -> set:
         """Names of the parameters upstream of ``node`` (through any edge)."""
-        mask = self.masks[node.index]
-        return {self.bit_names[k] for k in range(mask.bit_length()) if mask >> k & 1}
+        mask, names = self.masks[node.index], set()
+        while mask:                        # only the bits that are set: not a test per parameter
+            low = mask & -mask
+            names.add(self.bit_names[low.bit_length() - 1])
+            mask ^= low
+        return names
 
     @cached_property
     def masks(self) -> list:
@@ -152,8 +203,8 @@ class Graph:
 
     def all_cuts(self) -> list:
         """Every explicit stop and implicit cut op in the graph, in tape order."""
-        out = []
-        for node in self.nodes:
-            if node.op is not None and node.op.kind in KIND_OF_OP:
-                out.append(cut_of(node.index, node, KIND_OF_OP[node.op.kind]))
-        return out
+        return list(self.cuts)
+
+    @cached_property
+    def cuts(self) -> list:
+        return [cut_of(node.index, node, KIND_OF_OP[node.op.kind]) for node in self.cut_nodes]

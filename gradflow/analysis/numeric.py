@@ -12,33 +12,44 @@ import numpy as np
 from gradflow.analysis.flow import cut_of
 
 
+BLOCK = 1 << 16   # entries per block of a large gradient: one read from memory serves every pass
+
+
 def grad_stats(g) -> dict:
     """norm, max |g|, fraction of exact zeros and count of non-finite entries.
 
     Few passes and no temporaries of the gradient's size in the usual case: a dot
     product for the norm, which is finite exactly when every entry is, so entries
-    are only tested for finiteness when it is not.
+    are only tested for finiteness when it is not. A large gradient is taken a block
+    at a time, so its passes read memory once (its norm sums the blocks' squares).
     """
     g = np.asarray(g)
     if not g.size:
         return {"norm": 0.0, "max_abs": 0.0, "zero_fraction": 1.0, "nonfinite": 0}
-    norm = squared_norm(g) ** 0.5
+    flat = g.reshape(-1)
+    squares, high, low, zeros = 0.0, None, None, 0
+    for start in range(0, flat.size, BLOCK):
+        part = flat[start:start + BLOCK]
+        squares += squared_norm(part)
+        high = part.max() if high is None else max(high, part.max())
+        low = part.min() if low is None else min(low, part.min())
+        zeros += part.size - np.count_nonzero(part)
+    norm = squares ** 0.5
     if math.isfinite(norm):
-        nonfinite, max_abs = 0, float(max(g.max(), -g.min()))
+        nonfinite, max_abs = 0, float(max(high, -low))
     else:
         nonfinite = int(g.size - np.count_nonzero(np.isfinite(g)))
         max_abs = float(np.max(np.abs(g)))
-    zeros = g.size - np.count_nonzero(g)
     return {"norm": norm, "max_abs": max_abs, "zero_fraction": float(zeros / g.size), "nonfinite": nonfinite}
 
 
 def squared_norm(g) -> float:
-    """Sum of squares in float64, as one dot product (float32 gradients are widened first)."""
-    flat = np.ravel(g)
+    """Sum of squares in float64, as one dot product (float32 gradients are widened first).
+    An overflow is a finding, not a warning: the analysis runs inside ``engine.quiet()``."""
+    flat = g.ravel() if g.__class__ is np.ndarray else np.ravel(g)   # the method: no dispatch
     if flat.dtype != np.float64:
         flat = flat.astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float(np.dot(flat, flat))
+    return float(np.dot(flat, flat))
 
 
 def all_zero(g) -> bool:
@@ -68,14 +79,29 @@ def dies_at(graph, grads: list, param, open_: set) -> list:
     return places
 
 
-def params_norm(grads: list, params: dict) -> float:
-    """L2 norm, over all parameters together, of one gradient sweep."""
+def params_norm(grads: list, params) -> float:
+    """L2 norm, over the parameter tensors ``params`` together, of one gradient sweep."""
     total = 0.0
-    for t in params.values():
+    for t in params:
         g = grad_at(grads, t)
         if g is not None:
             total += squared_norm(g)
     return total ** 0.5
+
+
+class ParamsAmong:
+    """The parameters among a sweep's nodes, in the model's order: a small sweep per stop
+    then costs no visit to every parameter, and its norm sums in the same order."""
+
+    def __init__(self, params: dict):
+        self.tensors = list(params.values())
+        self.positions: dict = {}
+        for k, t in enumerate(self.tensors):
+            self.positions.setdefault(t.index, []).append(k)
+
+    def among(self, indices) -> list:
+        positions = self.positions
+        return [self.tensors[k] for k in sorted(k for i in indices if i in positions for k in positions[i])]
 
 
 def grad_at(grads: list, t):

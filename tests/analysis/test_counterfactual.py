@@ -98,3 +98,34 @@ def test_cut_norms_stay_within_a_budget_of_passes_over_the_tape(write_model, mon
     computed = [n for n in bounded if n is not None]
     assert 0 < len(computed) < len(bounded)          # the rest is left out, not computed slowly
     assert computed == [n for n, b in zip(full, bounded) if b is not None]
+
+
+BRANCHES = """
+gradflow: 1
+dims: {batch: 4, width: 3}
+inputs:
+  x: {shape: [batch, width]}
+params:
+  head: {shape: [width, width]}
+  w0: {shape: [width, width]}
+  w1: {shape: [width, width]}
+graph:
+  base: tanh(x @ head)
+  b0: tanh(base @ w0) + stop_gradient(tanh(base @ w0))
+  b1: tanh(base @ w1) + stop_gradient(base * 2)
+  loss: mean(b0 + b1)
+losses: [loss]
+"""
+
+
+@pytest.mark.parametrize("text", [BRANCHES, NESTED])
+def test_counterfactual_from_the_stops_own_sweeps_equals_the_one_sweep_through_every_stop(
+        write_model, monkeypatch, text):
+    from gradflow.analysis import analyze as analyze_module
+    model = gradflow.load(write_model(text))
+    summed = gradflow.analyze(model)
+    monkeypatch.setattr(analyze_module, "CUT_NORM_PASSES", 0)   # no stop swept: one sweep through all
+    opened = gradflow.analyze(model)
+    for name in model.params:
+        got, want = summed.pair(name, "loss").counterfactual_norm, opened.pair(name, "loss").counterfactual_norm
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-15), name

@@ -1,0 +1,38 @@
+"""Gradient statistics: a large gradient taken a block at a time gives what one pass over
+the whole array gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradflow.analysis import numeric
+from gradflow.engine import quiet
+
+
+def large_gradient(dtype) -> np.ndarray:
+    g = np.random.default_rng(0).normal(size=(300, 500)).astype(dtype)
+    g[::7] = 0.0
+    g[3, ::2] = -0.0
+    g[250, 499] = 40.0         # the largest entries, in the last block
+    g[250, 498] = -39.0
+    return g
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("poison", [None, np.inf, np.nan])
+def test_grad_stats_by_blocks_equal_one_pass_over_the_whole_array(monkeypatch, dtype, poison):
+    g = large_gradient(dtype)
+    if poison is not None:
+        g[100, 100] = poison
+    assert g.size > 2 * numeric.BLOCK
+    with quiet():
+        blocks = numeric.grad_stats(g)
+        monkeypatch.setattr(numeric, "BLOCK", g.size)
+        whole = numeric.grad_stats(g)
+    assert blocks["norm"] == pytest.approx(whole["norm"], rel=1e-13, nan_ok=True)
+    exact = {k: repr(v) for k, v in blocks.items() if k != "norm"}     # repr: a NaN equals a NaN
+    assert exact == {k: repr(v) for k, v in whole.items() if k != "norm"}
+    assert repr(blocks["max_abs"]) == repr(40.0 if poison is None else float(np.max(np.abs(g))))
+    assert blocks["zero_fraction"] == float(np.count_nonzero(g == 0) / g.size)
+    assert blocks["nonfinite"] == int(np.count_nonzero(~np.isfinite(g)))
