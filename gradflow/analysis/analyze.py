@@ -134,7 +134,7 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
     if extra is not None and extra[0] == seeded:
         extra = extra[1]
     else:
-        extra = sweep(model.tape, through={s.index for s in stops}, seeds=seeds,
+        extra = model.tape.sweep(None, through={s.index for s in stops}, seeds=seeds,
                       order=ancestors(seeds)) if seeds else []
     for name, t in model.params.items():
         plain, more, pair = grad_at(grads, t), grad_at(extra, t), pairs[name][loss_name]
@@ -143,17 +143,6 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
             continue
         total = plain if more is None else more if plain is None else plain + more
         pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
-
-
-def unquiet_backward(tape):
-    """``Tape.backward`` without entering ``quiet()`` once more per sweep: the analysis runs
-    inside it already, and with a sweep per stop that was a third of their cost."""
-    return type(tape).backward.__wrapped__
-
-
-def sweep(tape, **kw) -> list:
-    """A sweep from seeds (``kw``), inside the analysis's ``quiet()``."""
-    return unquiet_backward(tape)(tape, None, **kw)
 
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
@@ -167,7 +156,7 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, list | None]:
     Also the sum of those sweeps, which is the counterfactual sweep when each stop was swept,
     none lies above another (a sweep would stop there, the counterfactual one passes) and every
     sweep is finite (so sums of infinities cannot differ): (stop indices swept, sum); else None."""
-    nodes, tape, backward = model.tape.nodes, model.tape, unquiet_backward(model.tape)
+    nodes, tape = model.tape.nodes, model.tape
     budget, norms, params = CUT_NORM_PASSES * len(nodes), {}, ParamsAmong(model.params)
     total, swept_stops = [None] * len(nodes), set()
     for cut in cuts:
@@ -182,7 +171,7 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, list | None]:
             norms[cut], total = None, None
             continue
         found = params.among(order)
-        swept = backward(tape, None, seeds={source: g}, order=order)
+        swept = tape.sweep(None, seeds={source: g}, order=order)
         norms[cut] = norm = params_norm(swept, found)
         if total is not None and math.isfinite(norm) and stops.isdisjoint(order):
             swept_stops.add(cut.index)

@@ -235,9 +235,15 @@ class Tape:
                 node.value = value if value.dtype is node.dtype or value.dtype == node.dtype else value.astype(node.dtype)
 
     @quietly
-    def backward(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset(),
-                 keep: bool | set[int] = False, seeds: dict | None = None, order=None) -> list:
+    def backward(self, loss: Tensor, **options) -> list:
+        """``sweep(loss, **options)`` with numpy's complaints off and the collector paused."""
+        return self.sweep(loss, **options)
+
+    def sweep(self, loss: Tensor, through: frozenset[int] | set[int] = frozenset(),
+              keep: bool | set[int] = False, seeds: dict | None = None, order=None) -> list:
         """Reverse sweep from ``loss``: gradient of loss w.r.t. every leaf, or None.
+        Callers already inside ``quiet()`` (the analysis, with a sweep per stop) call this
+        directly; everyone else calls ``backward``.
 
         ``through`` names nodes whose cut inputs pass the gradient unchanged, as
         if the stop-gradient there were the identity (used for counterfactuals).
