@@ -52,11 +52,24 @@ def cut_of(index: int, node, kind: str) -> Cut:
     return Cut(index, info.entry, node.op.name, kind, info.line, info.col, info.file)
 
 
+class NodeSet:
+    """A set of tape indices as one byte per node: a million-node tape's open and reached
+    sets in 2 MB instead of about 80 MB of hashed ints. ``i in s`` as for a set."""
+
+    __slots__ = ("flags",)
+
+    def __init__(self, flags: bytearray):
+        self.flags = flags
+
+    def __contains__(self, index: int) -> bool:
+        return self.flags[index] != 0
+
+
 @dataclass
 class LossFlow:
     """The structural facts of one loss."""
-    reached: set
-    open: set
+    reached: NodeSet
+    open: NodeSet
     behind: dict          # Cut -> set of parameter names upstream of its cut edges
 
     def status(self, param) -> str:
@@ -93,17 +106,17 @@ class Graph:
         self.param_names = {t.index: name for name, t in params.items()}
         # Which nodes have a parameter upstream: only edges from those matter. The same
         # pass notes the cut ops, so a long tape is walked once.
-        upstream, self.cut_nodes = [False] * len(self.nodes), []
+        upstream, self.cut_nodes = bytearray(len(self.nodes)), []   # a byte per node, 0 or 1
         for i, node in enumerate(self.nodes):     # tape order: parents come first
             op = node.op
             if op is not None and op.kind in KIND_OF_OP:
                 self.cut_nodes.append(node)
             if i in self.param_names:
-                upstream[i] = True
+                upstream[i] = 1
                 continue
             for p in node.parents:
                 if upstream[p.index]:
-                    upstream[i] = True
+                    upstream[i] = 1
                     break
         self.upstream = upstream
 
@@ -133,9 +146,10 @@ class Graph:
         return cut_of(culprit.index, culprit, KIND_OF_OP.get(culprit.op.kind, "implicit"))
 
     def flow(self, loss) -> LossFlow:
-        upstream, open_, cut_edges = self.upstream, {loss.index}, []
+        upstream, open_, cut_edges = self.upstream, bytearray(len(self.nodes)), []
+        open_[loss.index] = 1
         stack = [loss]
-        mark, push = open_.add, stack.append
+        push = stack.append
         while stack:                       # open set, noting cut edges at its border
             node = stack.pop()
             op = node.op
@@ -146,8 +160,8 @@ class Graph:
                 i = parent.index
                 if upstream[i]:
                     if rules[0 if op.variadic else k] is not None and parent.dtype.kind == "f":
-                        if i not in open_:
-                            mark(i)
+                        if not open_[i]:
+                            open_[i] = 1
                             push(parent)
                     else:
                         cut_edges.append((node, parent))
@@ -155,20 +169,24 @@ class Graph:
         behind: dict = {}
         for node, parent in cut_edges:
             behind.setdefault(self.cut_at(node, parent), set()).update(self.params_above(parent))
-        return LossFlow(self.reaching(open_, [parent for _, parent in cut_edges]), open_, behind)
+        reached = self.reaching(open_, [parent for _, parent in cut_edges])
+        return LossFlow(NodeSet(reached), NodeSet(open_), behind)
 
-    def reaching(self, open_: set, cut_inputs: list) -> set:
+    def reaching(self, open_: bytearray, cut_inputs: list) -> bytearray:
         """Every node with any path to the loss: the open ones (whose every input is open or
         behind a cut edge), and what lies above the inputs of cut edges."""
-        upstream, reached, stack = self.upstream, set(open_), []
+        if not cut_inputs:
+            return open_            # nothing lies behind a cut: the same flags, not a copy
+        upstream, reached, stack = self.upstream, bytearray(open_), []
         for node in cut_inputs:
-            if node.index not in reached:
-                reached.add(node.index)
+            if not reached[node.index]:
+                reached[node.index] = 1
                 stack.append(node)
         while stack:
             for parent in stack.pop().parents:
-                if upstream[parent.index] and parent.index not in reached:
-                    reached.add(parent.index)
+                i = parent.index
+                if upstream[i] and not reached[i]:
+                    reached[i] = 1
                     stack.append(parent)
         return reached
 

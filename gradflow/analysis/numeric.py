@@ -56,7 +56,7 @@ def all_zero(g) -> bool:
     return g is None or not np.any(g)
 
 
-def dies_at(graph, grads: list, param, open_: set) -> list:
+def dies_at(graph, grads: list, param, open_) -> list:
     """For a parameter on an open path whose gradient is exactly zero: the nodes nearest
     the loss where gradient was still non-zero but what they passed back toward the
     parameter was zero (a dead ReLU, a multiplication by zero, ...)."""
