@@ -5,6 +5,8 @@ Run from the repository root:  python benchmarks/whole_path.py [--quick]
 1. 10,000 tiny ops on 4x4 arrays, as a model file through ``gradflow.load`` and
    ``gradflow.analyze``, against the same chain hand-written in numpy, forward and
    backward (goal <= 4x);
+   with, for reference, what libyaml alone takes to read that file's events (no goal:
+   the part of the first figure that no YAML model file avoids);
 2. the same chain on the engine alone (``Tape.apply`` and ``Tape.backward``), against
    the same numpy (goal <= 2x; PyTorch eager is about 5.6x, HIPS autograd 9x);
 3. a tanh MLP (8 layers of 1024, batch 256) as a model file, whole path, against
@@ -25,6 +27,7 @@ import tempfile
 import time
 
 import numpy as np
+import yaml
 
 from common import ROOT, clean_env, interleaved, row
 
@@ -90,6 +93,12 @@ def bench_tiny(quick: bool) -> None:
         ours, floor = interleaved(lambda: whole_chain(path), lambda: numpy_chain(n, x_start, w0), repeats,
                                   clock=time.thread_time)
         row(f"{n} tiny ops, whole path vs numpy (cpu)", ours, floor, "<= 4x")
+        # What any YAML model pays before its first op: libyaml's event stream of the same
+        # file, nothing built from it. Shown to read the row above by, not a goal.
+        text = chain_yaml(n)
+        events, floor = interleaved(lambda: list(yaml.parse(text, Loader=yaml.CSafeLoader)),
+                                    lambda: numpy_chain(n, x_start, w0), repeats, clock=time.thread_time)
+        row("  libyaml's events of that file alone (cpu)", events, floor, "none: a reference")
     assert np.allclose(tape_chain(n, x0, w0), numpy_chain(n, x0, w0))
     ours, floor = interleaved(lambda: tape_chain(n, x0, w0), lambda: numpy_chain(n, x0, w0),
                               10 if quick else 40, clock=time.thread_time)
