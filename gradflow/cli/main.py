@@ -240,6 +240,8 @@ def gradcheck(ctx, model, eps, rtol, samples, dims, seed):
     import gradflow
     from gradflow.analysis.gradcheck import gradcheck as check_gradients
     from gradflow.cli.render import gradcheck as render_gradcheck
+    from gradflow.cli.run import start_work
+    start_work()
     checks = check_gradients(gradflow.load(model, dims=dims or None, seed=seed), eps=eps, rtol=rtol,
                              samples=samples)
     render_gradcheck.render(checks, ctx.obj["no_color"])
@@ -289,7 +291,9 @@ def run_console(no_color: bool, stderr: bool = False):
 
 
 def main() -> None:
+    from gradflow.cli import collector
     from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted
+    collector.pause()   # until the command has loaded its libraries
     catch_interrupts()
     try:
         cli(prog_name="gradflow")
