@@ -9,20 +9,11 @@ from __future__ import annotations
 import math
 import re
 import sys
-from enum import IntEnum
 
 import click
 
 from gradflow import __version__
-
-
-class Exit(IntEnum):
-    OK = 0        # success; warnings allowed unless --strict
-    FAILED = 1    # a check or gradcheck failed
-    INVALID = 2   # usage error or invalid model (one FILE:LINE:COL: error: line on stderr)
-    PIPE = 141    # stdout was closed early (as a process killed by SIGPIPE reports)
-    INTERRUPTED = 130   # Ctrl-C (as a process killed by SIGINT reports)
-
+from gradflow.cli.exits import Exit
 
 DIM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z", re.ASCII)
 

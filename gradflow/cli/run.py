@@ -15,7 +15,7 @@ from gradflow.analysis.analyze import analyze as analyze_model
 from gradflow.analysis.settings import settings_for
 from gradflow.cli import collector
 from gradflow.cli.escape import shown
-from gradflow.cli.main import Exit
+from gradflow.cli.exits import Exit
 from gradflow.errors import ModelError, did_you_mean
 
 
