@@ -35,7 +35,7 @@ RULES = {
 }
 KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
 GIB = 1024 ** 3
-SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B?|B)?\s*\Z", re.IGNORECASE)
+SIZE = r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B?|B)?\s*\Z"   # compiled on first use
 UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "KIB": 1024, "M": 1e6, "MB": 1e6, "MIB": 1024 ** 2,
          "G": 1e9, "GB": 1e9, "GIB": GIB, "T": 1e12, "TB": 1e12, "TIB": 1024 ** 4}
 
@@ -130,7 +130,7 @@ def positive(value, key: str) -> float:
 def size(value, key: str = "max-memory") -> float:
     """A number of bytes, or a size such as '512MiB' or '2GB'."""
     if isinstance(value, str):
-        match = SIZE.match(value)
+        match = re.match(SIZE, value, re.IGNORECASE)
         unit = (match.group(2) or "").upper() if match else None
         if match is None or unit not in UNITS:
             raise SettingsError(f"{key} must be a size such as 512MiB or 2GB, not {value!r}", key)

@@ -15,14 +15,15 @@ import click
 from gradflow import __version__
 from gradflow.cli.exits import Exit
 
-DIM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z", re.ASCII)
+# Patterns used through re.match are compiled on first use, not at every start-up.
+DIM = r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z"
 
 
 def parse_dims(ctx, param, values) -> dict:
     """--dim NAME=INT, repeatable: ASCII digits only, a positive size (no '²', no 5,000 digits)."""
     dims = {}
     for item in values:
-        match = DIM.match(item)
+        match = re.match(DIM, item, re.ASCII)
         if match is None:    # a size below 1 is refused by the model, at the dim it overrides
             raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
         dims[match[1]] = int(match[2])
