@@ -13,7 +13,6 @@ from gradflow.errors import ModelError
 from gradflow.importers import is_python_target
 from gradflow.model.build import Model, build
 from gradflow.model.load import load_spec
-from gradflow.model.weights import load_weights
 
 
 def load(path, dims: dict | None = None, seed: int | None = None, weights=None,
@@ -29,6 +28,12 @@ def load(path, dims: dict | None = None, seed: int | None = None, weights=None,
     if weights is not None:
         load_weights(model, weights)
     return model
+
+
+def load_weights(model: Model, path) -> None:
+    """--weights: imported only when given (zipfile and the decompressors take milliseconds to load)."""
+    from gradflow.model.weights import load_weights as read_into
+    read_into(model, path)
 
 
 def load_python(target: str, dims, seed, weights, dtype) -> Model:

@@ -5,8 +5,6 @@ A leaf module: anyone may import it, it imports nothing of gradflow.
 
 from __future__ import annotations
 
-import difflib
-
 
 class ShapeError(ValueError):
     """An op was applied to operands of incompatible shapes or attributes.
@@ -33,5 +31,6 @@ class ModelError(Exception):
 
 def did_you_mean(word: str, candidates) -> str:
     """' (did you mean 'relu'?)' when a candidate is close to word, else ''."""
+    import difflib   # here: only a bad input needs it, and it takes a millisecond to load
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -10,12 +10,13 @@ type or an out-of-range number is an error at its place, never skipped.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 from gradflow.errors import ModelError, did_you_mean
 
@@ -35,7 +36,7 @@ RULES = {
 }
 KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
 GIB = 1024 ** 3
-SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B?|B)?\s*\Z", re.IGNORECASE)
+SIZE = r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B?|B)?\s*\Z"   # compiled on first use
 UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "KIB": 1024, "M": 1e6, "MB": 1e6, "MIB": 1024 ** 2,
          "G": 1e9, "GB": 1e9, "GIB": GIB, "T": 1e12, "TB": 1e12, "TIB": 1024 ** 4}
 
@@ -130,7 +131,7 @@ def positive(value, key: str) -> float:
 def size(value, key: str = "max-memory") -> float:
     """A number of bytes, or a size such as '512MiB' or '2GB'."""
     if isinstance(value, str):
-        match = SIZE.match(value)
+        match = re.match(SIZE, value, re.IGNORECASE)
         unit = (match.group(2) or "").upper() if match else None
         if match is None or unit not in UNITS:
             raise SettingsError(f"{key} must be a size such as 512MiB or 2GB, not {value!r}", key)
@@ -139,13 +140,24 @@ def size(value, key: str = "max-memory") -> float:
 
 
 # ---------------------------------------------------------------- pyproject.toml
-def pyproject_settings(start: Path) -> dict:
-    """The checked [tool.gradflow] of the nearest pyproject.toml at or above ``start``."""
-    for folder in [start, *start.parents]:
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return read_pyproject(str(candidate), os.stat(candidate).st_mtime_ns)
-    return {}
+def pyproject_settings(start: str) -> dict:
+    """The checked [tool.gradflow] of the nearest pyproject.toml at or above the folder ``start``
+    (an absolute path without links: os.path, not pathlib, since this runs once per model)."""
+    folder = start
+    while True:
+        candidate = os.path.join(folder, "pyproject.toml")
+        try:
+            info = os.stat(candidate)
+        except OSError as e:   # as Path.is_file: a missing or unreachable file is no file
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+                raise
+            info = None
+        if info is not None and stat.S_ISREG(info.st_mode):
+            return read_pyproject(candidate, info.st_mtime_ns)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return {}
+        folder = parent
 
 
 @lru_cache(maxsize=64)
@@ -159,7 +171,7 @@ def read_pyproject(path: str, mtime: int) -> dict:
     if len(data) > MAX_PYPROJECT:
         raise ModelError(f"pyproject.toml is larger than {MAX_PYPROJECT // 2 ** 20} MiB", path, 1, 1)
     text = data.decode("utf-8", errors="replace")
-    if "gradflow" not in text:     # no [tool.gradflow]: not ours to judge, and no parser to load
+    if not may_hold_tool_gradflow(text):   # not ours to judge, and no parser to load
         return {}
     table = tool_table(text, path)
     if not isinstance(table, dict):
@@ -171,6 +183,16 @@ def read_pyproject(path: str, mtime: int) -> dict:
 
 
 MAX_PYPROJECT = 8 * 2 ** 20
+# Every spelling of [tool.gradflow] in TOML (a header, a dotted key, a table under [tool] or
+# in an inline `tool = {...}`, quoted or spaced parts) holds `tool . gradflow`, a [tool]
+# header or `tool =`; a key written with \\u escapes may hold anything.
+TOOL_GRADFLOW = r"""tool["']?\s*\.\s*["']?gradflow|\btool["']?\s*[\]=]|\\[uU]"""
+
+
+def may_hold_tool_gradflow(text: str) -> bool:
+    """False when the text of a pyproject.toml cannot define [tool.gradflow], as when it names
+    gradflow only as a dependency or a script (then it is not parsed); True may be either."""
+    return "gradflow" in text and re.search(TOOL_GRADFLOW, text) is not None
 
 
 def tool_table(text: str, path: str):
@@ -231,7 +253,7 @@ def read_tool_table_simply(text: str) -> dict:
 def settings_for(model, overrides: dict | None = None) -> Settings:
     """Defaults, then [tool.gradflow] of the nearest pyproject.toml, then the model's
     `check:` block (checked when it was loaded), then ``overrides`` (the command line)."""
-    settings = Settings().merged(pyproject_settings(Path(model.path).resolve().parent))
+    settings = Settings().merged(pyproject_settings(os.path.dirname(os.path.realpath(model.path))))
     try:
         block = checked(model.spec.check)
     except SettingsError as e:

@@ -29,7 +29,7 @@ SUFFIXES = (".yaml", ".yml")
 # Only for a file the YAML parser gives up on, or one too large to be a valid model: then a
 # top-level gradflow: line makes it a model, so the loader says what is wrong with it
 # instead of it vanishing from the run.
-FALLBACK_MARK = re.compile(r"""^["']?gradflow["']?[ \t]*:""", re.MULTILINE)
+FALLBACK_MARK = r"""^["']?gradflow["']?[ \t]*:"""   # compiled on first use: rarely needed
 # A model has at most MAX_NODES values, each with at most one key: past this many events
 # undecided, the file is no model the loader would accept (and the parse would take seconds).
 MAX_EVENTS = 2 * MAX_NODES + 16
@@ -130,7 +130,7 @@ def declares_model(data: bytes) -> bool:
         found = root_has_key(yaml.parse(text, Loader=LOADER), "gradflow")
     except yaml.YAMLError:
         found = None
-    return bool(FALLBACK_MARK.search(text)) if found is None else found
+    return bool(re.search(FALLBACK_MARK, text, re.MULTILINE)) if found is None else found
 
 
 def root_has_key(events, key: str) -> bool | None:

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from gradflow.cli.main import Exit
+from gradflow.cli.exits import Exit
 
 
 class Interrupted(BaseException):

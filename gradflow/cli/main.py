@@ -9,29 +9,21 @@ from __future__ import annotations
 import math
 import re
 import sys
-from enum import IntEnum
 
 import click
 
 from gradflow import __version__
+from gradflow.cli.exits import Exit
 
-
-class Exit(IntEnum):
-    OK = 0        # success; warnings allowed unless --strict
-    FAILED = 1    # a check or gradcheck failed
-    INVALID = 2   # usage error or invalid model (one FILE:LINE:COL: error: line on stderr)
-    PIPE = 141    # stdout was closed early (as a process killed by SIGPIPE reports)
-    INTERRUPTED = 130   # Ctrl-C (as a process killed by SIGINT reports)
-
-
-DIM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z", re.ASCII)
+# Patterns used through re.match are compiled on first use, not at every start-up.
+DIM = r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z"
 
 
 def parse_dims(ctx, param, values) -> dict:
     """--dim NAME=INT, repeatable: ASCII digits only, a positive size (no '²', no 5,000 digits)."""
     dims = {}
     for item in values:
-        match = DIM.match(item)
+        match = re.match(DIM, item, re.ASCII)
         if match is None:    # a size below 1 is refused by the model, at the dim it overrides
             raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
         dims[match[1]] = int(match[2])
@@ -240,6 +232,8 @@ def gradcheck(ctx, model, eps, rtol, samples, dims, seed):
     import gradflow
     from gradflow.analysis.gradcheck import gradcheck as check_gradients
     from gradflow.cli.render import gradcheck as render_gradcheck
+    from gradflow.cli.run import start_work
+    start_work()
     checks = check_gradients(gradflow.load(model, dims=dims or None, seed=seed), eps=eps, rtol=rtol,
                              samples=samples)
     render_gradcheck.render(checks, ctx.obj["no_color"])
@@ -289,7 +283,9 @@ def run_console(no_color: bool, stderr: bool = False):
 
 
 def main() -> None:
+    from gradflow.cli import collector
     from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted
+    collector.pause()   # until the command has loaded its libraries
     catch_interrupts()
     try:
         cli(prog_name="gradflow")

@@ -13,8 +13,9 @@ import numpy as np
 import gradflow
 from gradflow.analysis.analyze import analyze as analyze_model
 from gradflow.analysis.settings import settings_for
+from gradflow.cli import collector
 from gradflow.cli.escape import shown
-from gradflow.cli.main import Exit
+from gradflow.cli.exits import Exit
 from gradflow.errors import ModelError, did_you_mean
 
 
@@ -31,8 +32,16 @@ class Result:
         return self.report is not None and self.report.failed
 
 
+def start_work() -> None:
+    """The model layer loaded (``gradflow.load`` would import it on first use), the garbage
+    collector runs again: from here on a command makes garbage (see collector.py)."""
+    import gradflow.api   # noqa: F401
+    collector.resume()
+
+
 def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structural=False,
                  max_memory=None, weights=None, counterfactual=True, overrides=None):
+    start_work()
     model = gradflow.load(path, dims=dims or None, seed=seed, weights=weights, dtype=dtype)
     if losses:
         model.keep_losses(losses)
@@ -72,6 +81,7 @@ def entry_graph(path, losses=(), dims=None):
     from gradflow.analysis.flow import Graph
     from gradflow.analysis.paths import entry_graph as build_entry_graph
     from gradflow.analysis.paths import label, reaching
+    start_work()
     model = gradflow.load(path, dims=dims or None)
     if losses:
         model.keep_losses(losses)
@@ -136,8 +146,8 @@ def lost(item, error: Exception) -> Result:
 
 def check_files(items, overrides, jobs=1, debug=False, **options) -> list:
     from gradflow.cli.render.console import progress
+    start_work()   # the API is loaded before forking: workers start with it
     if jobs > 1 and len(items) > 1:
-        import gradflow.api   # noqa: F401  loaded once here: forked workers start with it
         from gradflow.cli.workers import in_parallel
         return in_parallel(check_one, items, jobs, (overrides, options, debug), lost, progress)
     return [check_one(item, overrides, options, debug) for item in progress(items, "checking")]
@@ -189,6 +199,7 @@ def import_torch(target: str, output: str | None, weights_out: str | None) -> No
     import os
 
     from gradflow.importers import import_python
+    start_work()
     if weights_out is None and output is not None:
         weights_out = str(Path(output).with_suffix(".npz"))
     source = target.rsplit(":", 1)[0]

@@ -24,8 +24,7 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
     """[func(item, *args) for item in items] on ``jobs`` processes, a few files per task:
     one round trip per file cost more than a small model's whole check."""
     from concurrent.futures.process import BrokenProcessPool
-    size = max(1, min(8, len(items) // (jobs * 4)))
-    chunks = [items[k:k + size] for k in range(0, len(items), size)]
+    chunks = chunked(items, jobs)
     pool = pool_of(jobs)
     try:
         futures = [(chunk, pool.submit(run_chunk, func, chunk, args)) for chunk in chunks]
@@ -45,6 +44,18 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
     for k in broken:   # again, one by one, so only the file that kills a worker is lost
         results[k] = alone(func, items[k], args, lost)
     return results
+
+
+def chunked(items: list, jobs: int) -> list:
+    """Consecutive chunks of at most 8 items, smaller and smaller towards the end (a quarter
+    of what is left per worker), so the workers finish together rather than one waiting
+    for the other's last large chunk."""
+    chunks, start = [], 0
+    while start < len(items):
+        size = max(1, min(8, (len(items) - start) // (jobs * 4)))
+        chunks.append(items[start:start + size])
+        start += size
+    return chunks
 
 
 def run_chunk(func, chunk: list, args: tuple) -> list:

@@ -63,6 +63,34 @@ def test_a_pyproject_without_a_gradflow_table_is_not_parsed(tmp_path):
     assert settings_for(model_in(tmp_path, "[tool.other]\nx = [\n")).strict is False   # not ours to judge
 
 
+SPELLINGS = ['[tool.gradflow]\nstrict = true\n', '[ tool . "gradflow" ]\nstrict = true\n',
+             "['tool'.gradflow]\nstrict = true\n", 'tool.gradflow.strict = true\n', '[tool]\ngradflow.strict = true\n',
+             '[ "tool" ]\ngradflow = {strict = true}\n', 'tool = {gradflow = {strict = true}}\n',
+             '"t\\u006fol".gradflow.strict = true\n', '[project]\nname = "gradflow"\n[tool.gradflow]\nstrict = true\n']
+
+
+@pytest.mark.parametrize("text", SPELLINGS)
+def test_every_spelling_of_the_gradflow_table_is_read(tmp_path, text):
+    tomllib = pytest.importorskip("tomllib")
+    assert tomllib.loads(text)["tool"]["gradflow"] == {"strict": True}
+    assert settings_module.may_hold_tool_gradflow(text)
+    settings_module.read_pyproject.cache_clear()
+    assert settings_for(model_in(tmp_path, text)).strict is True
+
+
+@pytest.mark.parametrize("text", [
+    '[project]\nname = "gradflow"\ndependencies = ["gradflow>=0.1"]\n[project.scripts]\ngradflow = "gradflow.cli:main"\n'
+    '[tool.setuptools.dynamic]\nversion = {attr = "gradflow.__version__"}\n',
+    '[project]\nname = "gradflow-demo"\n[tool.black]\nline-length = 100\n',
+])
+def test_a_pyproject_naming_gradflow_only_as_a_project_is_not_parsed(tmp_path, text):
+    tomllib = pytest.importorskip("tomllib")
+    assert "gradflow" not in tomllib.loads(text).get("tool", {})   # what parsing it would find
+    assert not settings_module.may_hold_tool_gradflow(text)
+    settings_module.read_pyproject.cache_clear()
+    assert settings_for(model_in(tmp_path, text + "[tool.other]\nx = [\n")).strict is False   # not ours to judge
+
+
 def test_a_folder_named_pyproject_toml_is_not_read(tmp_path):
     (tmp_path / "pyproject.toml").mkdir()   # not a file: skipped, like no pyproject at all
     assert settings_for(model_in(tmp_path)).strict is False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
@@ -79,3 +80,11 @@ def test_analyze_loss_filter_keeps_only_that_column():
     doc = json.loads(run("analyze", str(MODELS / "gan.yaml"), "--loss", "g_loss", "--format", "json").stdout)
     assert [l["name"] for l in doc["losses"]] == ["g_loss"]
     assert list(doc["params"][0]["grads"]) == ["g_loss"]
+
+
+@pytest.mark.parametrize("count, jobs", [(1, 2), (7, 2), (200, 2), (1000, 8)])
+def test_check_jobs_chunks_keep_every_file_in_order_and_end_small(count, jobs):
+    from gradflow.cli.workers import chunked
+    chunks = chunked(list(range(count)), jobs)
+    assert [item for chunk in chunks for item in chunk] == list(range(count))
+    assert max(map(len, chunks)) <= 8 and len(chunks[-1]) == 1

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gradflow
-from gradflow.cli.escape import UNSAFE as UNSAFE_CHARS
+from gradflow.cli import escape
 from gradflow.cli.escape import shown
 from gradflow.cli.main import cli
 from gradflow.errors import ModelError
@@ -115,12 +115,22 @@ def test_a_narrow_terminal_still_keeps_words_whole():
 def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
     import unicodedata
     out = shown(text)
-    assert not UNSAFE_CHARS.search(out)
+    unsafe = escape.pattern(escape.UNSAFE_CHARS)
+    assert not unsafe.search(out)
     assert not [c for c in out if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")]
     assert not [c for c in out if unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF",
                                                                       "LRI", "RLI", "FSI", "PDI")]
-    if not UNSAFE_CHARS.search(text):
+    if not unsafe.search(text):
         assert out == text
+    assert out == unsafe.sub(escape._escape, text)   # printable text skips the pattern: the same
+    assert escape.encodable(text) == escape.pattern(escape.SURROGATES).sub(escape._escape, text)
+
+
+def test_every_character_shown_escapes_is_unprintable():
+    # what lets shown() and encodable() return printable text without searching it
+    unsafe = escape.pattern(escape.UNSAFE_CHARS)
+    matched = [chr(c) for c in range(0x110000) if unsafe.match(chr(c))]
+    assert len(matched) > 2000 and not [c for c in matched if c.isprintable()]
 
 
 def test_json_output_is_valid_unicode_for_file_names_that_are_not_utf8(tmp_path):

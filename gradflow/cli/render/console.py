@@ -15,11 +15,32 @@ class _Console(Console):
     def print(self, *objects, **kwargs) -> None:
         """Text wraps between words only: a name longer than the line stays whole (the
         terminal shows the rest on the next row), never folded or cut as rich would."""
-        if self.is_terminal and objects and all(isinstance(o, (str, Text)) for o in objects) \
-                and not kwargs.get("soft_wrap"):
-            objects = tuple(between_words(o if isinstance(o, Text) else Text(o), self.width) for o in objects)
-            kwargs.update(no_wrap=True, crop=False, overflow="ignore")
+        if self.is_terminal:
+            if objects and all(isinstance(o, (str, Text)) for o in objects) and not kwargs.get("soft_wrap"):
+                objects = tuple(between_words(o if isinstance(o, Text) else Text(o), self.width) for o in objects)
+                kwargs.update(no_wrap=True, crop=False, overflow="ignore")
+        elif self.wrote_plainly(objects, kwargs):
+            return
         super().print(*objects, **kwargs)
+
+    def wrote_plainly(self, objects: tuple, kwargs: dict) -> bool:
+        """Write one line of ASCII Text into a pipe or a file as it is, skipping rich's
+        rendering (most of the time of a check's text output); exactly what rich would
+        write, the tests compare the two. False, writing nothing, for anything else."""
+        if len(objects) != 1 or not isinstance(objects[0], Text) or set(kwargs) - {"soft_wrap"} \
+                or self.quiet or self.record or self.color_system is not None \
+                or getattr(self, "_buffer_index", 1) or getattr(self, "_render_hooks", True):
+            return False   # inside a capture or a live display, or output rich must style
+        plain = objects[0].plain
+        if objects[0].justify is not None or not plain.isascii() or "\t" in plain \
+                or (not kwargs.get("soft_wrap", self.soft_wrap) and len(plain) > self.width):
+            return False   # justified, wide or tabbed characters, or lines rich would wrap
+        try:
+            self.file.write(plain + "\n")
+            self.file.flush()
+        except BrokenPipeError:
+            self.on_broken_pipe()
+        return True
 
     def on_broken_pipe(self) -> None:
         """stdout was closed (``| head``): end the way every command ends then, not rich's way."""
