@@ -79,10 +79,12 @@ class Op:
     gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
     scratch: Callable | None = None  # scratch(out_shape, *input_shapes, **attrs): elements of its largest temporary
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
+    plain: bool = field(init=False, repr=False)     # no attributes to bind, no integer inputs to check
 
     def __post_init__(self):
-        # Stored, not computed: the tape's backward asks for every node.
+        # Stored, not computed: the tape asks for every node.
         object.__setattr__(self, "variadic", self.inputs[:1] == ("*xs",))
+        object.__setattr__(self, "plain", not self.attrs and not self.int_inputs)
 
     @property
     def signature(self) -> str:

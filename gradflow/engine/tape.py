@@ -182,12 +182,14 @@ class Tape:
                 break
             if p.requires_grad:
                 requires_grad = True
-        if attrs or op.attrs:
-            attrs = op.bind_attrs(attrs)
+        # One shared empty mapping, not an empty dict kept by every node; one flag
+        # (op.plain) tells when there is nothing to bind and no dtype to check.
+        if op.plain and not attrs:
+            attrs = NO_ATTRS
         else:
-            attrs = NO_ATTRS   # one shared empty mapping, not an empty dict kept by every node
-        if op.int_inputs:
-            op.check_dtypes([p.dtype for p in parents])
+            attrs = op.bind_attrs(attrs) if attrs or op.attrs else NO_ATTRS
+            if op.int_inputs:
+                op.check_dtypes([p.dtype for p in parents])
         if self.eager:
             values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
             try:
