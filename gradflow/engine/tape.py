@@ -273,7 +273,9 @@ class Tape:
             if op is None:
                 continue
             parents, attrs, values = node.parents, node.attrs, None
-            for parent, vjp in zip(parents, op.vjps_for(len(parents)) if op.variadic else op.vjps):
+            # Rules paired with their input's position once per op, not zipped per node.
+            for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
+                parent = parents[k]
                 if not parent.requires_grad:
                     continue
                 if vjp is not None:

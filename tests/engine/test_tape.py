@@ -136,6 +136,7 @@ def test_plain_ops_skip_binding_yet_still_refuse_attributes():
     # op.plain lets apply skip binding and dtype checks: it must mean exactly "nothing to bind or check".
     for op in OPS.values():
         assert op.plain == (not op.attrs and not op.int_inputs), op.name
+        assert op.variadic or op.numbered_for(len(op.vjps)) == tuple(enumerate(op.vjps)), op.name
     tape = Tape()
     x = tape.leaf(np.ones((2, 2)))
     assert tape.apply("sin", x).attrs == {}
