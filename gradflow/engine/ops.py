@@ -79,10 +79,14 @@ class Op:
     gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
     scratch: Callable | None = None  # scratch(out_shape, *input_shapes, **attrs): elements of its largest temporary
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
+    plain: bool = field(init=False, repr=False)     # no attributes to bind, no integer inputs to check
+    numbered: tuple = field(init=False, repr=False)  # ((0, vjp0), (1, vjp1), ...): the sweep's loop, made once
 
     def __post_init__(self):
-        # Stored, not computed: the tape's backward asks for every node.
+        # Stored, not computed: the tape asks for every node.
         object.__setattr__(self, "variadic", self.inputs[:1] == ("*xs",))
+        object.__setattr__(self, "plain", not self.attrs and not self.int_inputs)
+        object.__setattr__(self, "numbered", tuple(enumerate(self.vjps)))
 
     @property
     def signature(self) -> str:
@@ -112,6 +116,10 @@ class Op:
             return self.vjps
         rule = self.vjps[0]
         return tuple(None if rule is None else functools.partial(rule, index=k) for k in range(n_inputs))
+
+    def numbered_for(self, n_inputs: int) -> tuple:
+        """``(k, rule)`` for each of ``n_inputs`` inputs, in order."""
+        return tuple(enumerate(self.vjps_for(n_inputs))) if self.variadic else self.numbered
 
     def infer_shape(self, *shapes, **attrs) -> tuple:
         """The shape rule, with the op's name leading every error message."""

@@ -182,12 +182,14 @@ class Tape:
                 break
             if p.requires_grad:
                 requires_grad = True
-        if attrs or op.attrs:
-            attrs = op.bind_attrs(attrs)
+        # One shared empty mapping, not an empty dict kept by every node; one flag
+        # (op.plain) tells when there is nothing to bind and no dtype to check.
+        if op.plain and not attrs:
+            attrs = NO_ATTRS
         else:
-            attrs = NO_ATTRS   # one shared empty mapping, not an empty dict kept by every node
-        if op.int_inputs:
-            op.check_dtypes([p.dtype for p in parents])
+            attrs = op.bind_attrs(attrs) if attrs or op.attrs else NO_ATTRS
+            if op.int_inputs:
+                op.check_dtypes([p.dtype for p in parents])
         if self.eager:
             values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
             try:
@@ -270,14 +272,21 @@ class Tape:
             op = node.op
             if op is None:
                 continue
-            parents, attrs, values = node.parents, node.attrs, None
-            for parent, vjp in zip(parents, op.vjps_for(len(parents)) if op.variadic else op.vjps):
+            parents, attrs = node.parents, node.attrs
+            # Rules paired with their input's position once per op, not zipped per node.
+            for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
+                parent = parents[k]
                 if not parent.requires_grad:
                     continue
                 if vjp is not None:
-                    if values is None:
-                        values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
-                    contrib = vjp(g, node.value, *values, **attrs) if attrs else vjp(g, node.value, *values)
+                    # Arguments spelled out for one or two parents: unpacking a tuple
+                    # into a Python rule (f(*values)) costs more than the rule's own Python.
+                    if len(parents) == 1 and not attrs:
+                        contrib = vjp(g, node.value, parents[0].value)
+                    elif len(parents) == 2 and not attrs:
+                        contrib = vjp(g, node.value, parents[0].value, parents[1].value)
+                    else:
+                        contrib = vjp(g, node.value, *values_of(parents), **attrs)
                     if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
                         contrib = contrib.astype(parent.dtype)
                     if contrib.shape != parent.shape:

@@ -132,6 +132,18 @@ def test_apply_refuses_unknown_and_missing_attributes():
         tape.apply("reshape", x)
 
 
+def test_plain_ops_skip_binding_yet_still_refuse_attributes():
+    # op.plain lets apply skip binding and dtype checks: it must mean exactly "nothing to bind or check".
+    for op in OPS.values():
+        assert op.plain == (not op.attrs and not op.int_inputs), op.name
+        assert op.variadic or op.numbered_for(len(op.vjps)) == tuple(enumerate(op.vjps)), op.name
+    tape = Tape()
+    x = tape.leaf(np.ones((2, 2)))
+    assert tape.apply("sin", x).attrs == {}
+    with pytest.raises(TypeError, match="sin\\(\\) got an unexpected argument 'axis'"):
+        tape.apply("sin", x, axis=0)
+
+
 def test_eager_apply_reports_bad_shapes_as_shape_errors():
     tape = Tape()
     x = tape.leaf(np.ones((3, 4)))

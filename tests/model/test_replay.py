@@ -39,12 +39,24 @@ modules:
     graph:
       y: dropout(h, 0.5) + 1
     output: y
+  fixed:
+    inputs: [h]
+    graph:
+      y: m
+    output: y
+  same:
+    inputs: [h]
+    graph:
+      y: h
+    output: y
 graph:
   a: repeat(block, x, times=4, name="enc")
   a2: repeat(block, a, times=3, name="enc")
   s: repeat(shrink, v, times=3)
   n: repeat(noisy, a2, times=3)
-  loss: sum(n) + sum(s)
+  f: repeat(fixed, v, times=3)
+  i: repeat(same, s, times=3)
+  loss: sum(n) + sum(s) + sum(f) + sum(i)
 losses: [loss]
 """
 
