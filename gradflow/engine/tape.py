@@ -20,16 +20,13 @@ through this input" (a cut); it is never replaced by an array of zeros.
 
 from __future__ import annotations
 
-import functools
-import gc
-import warnings
-from contextlib import contextmanager
 import math
 from types import MappingProxyType
 
 import numpy as np
 
 from gradflow.engine.ops import OPS, Op, dtype_kind, resolve_op
+from gradflow.engine.quiet import quietly
 
 
 class Tensor:
@@ -76,38 +73,6 @@ class Tensor:
 
 new_object = object.__new__
 NO_ATTRS = MappingProxyType({})
-
-
-@contextmanager
-def gc_paused():
-    """The cyclic collector off until the block ends (restored as it was, even on an error).
-    Recording and sweeping a tape make many objects and no garbage cycles, yet each
-    collection they trigger would re-scan every node made so far: quadratic on a long tape."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-@contextmanager
-def quiet():
-    """numpy's floating-point complaints off: a NaN or an overflow is a finding (GF105) that
-    the analysis reports, and a mean over an empty slice is a NaN like any other, never
-    console noise. Entered once per sweep, not per node; the collector is paused meanwhile."""
-    with gc_paused(), np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        yield
-
-
-def quietly(sweep):
-    @functools.wraps(sweep)
-    def run_quietly(*args, **kwargs):
-        with quiet():
-            return sweep(*args, **kwargs)
-    return run_quietly
 
 
 def values_of(parents) -> tuple:
@@ -302,4 +267,4 @@ class Tape:
         return grads
 
 
-__all__ = ["Tape", "Tensor", "unbroadcast", "quiet", "gc_paused", "OPS"]
+__all__ = ["Tape", "Tensor", "unbroadcast", "OPS"]
