@@ -7,7 +7,8 @@ Run from the repository root:  python benchmarks/cli.py [--quick]
    (goal <= 1.15x);
 2. ``gradflow check models/`` (the whole zoo) against the same floor (goal <= 1.3x);
 3. ``gradflow check -j 2`` of 200 small models against ``-j 1``, as a speed-up
-   (goal >= 1.7x on two cores).
+   (goal >= 1.7x on two cores), followed by what two busy processes at once gain on
+   the same machine over one after the other: no ``-j`` beats that ceiling.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 
 from common import ROOT, command_timer, interleaved, python, row
@@ -50,6 +52,13 @@ def bench_jobs(quick: bool) -> None:
         row(f"check -j 1 vs -j 2, {count} files (speed-up)", serial, parallel, ">= 1.7x", "s", 1.0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    # The machine's own ceiling, to read the row above by: the same pure-Python loop twice,
+    # in one process after the other against in two processes at once (start-up included).
+    loop = "sum(range(60_000_000))"
+    one = command_timer(python("-c", f"{loop}; {loop}"))
+    two = command_timer(["sh", "-c", f"{sys.executable} -c '{loop}' & {sys.executable} -c '{loop}'; wait"])
+    serial, parallel = interleaved(one, two, 3 if quick else 5)
+    row("  two busy processes at once (speed-up)", serial, parallel, "none: the ceiling", "s", 1.0)
 
 
 def main(argv=None) -> None:
