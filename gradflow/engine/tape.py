@@ -237,7 +237,7 @@ class Tape:
             op = node.op
             if op is None:
                 continue
-            parents, attrs = node.parents, node.attrs
+            parents, attrs, values = node.parents, node.attrs, None
             # Rules paired with their input's position once per op, not zipped per node.
             for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
                 parent = parents[k]
@@ -250,8 +250,10 @@ class Tape:
                         contrib = vjp(g, node.value, parents[0].value)
                     elif len(parents) == 2 and not attrs:
                         contrib = vjp(g, node.value, parents[0].value, parents[1].value)
-                    else:
-                        contrib = vjp(g, node.value, *values_of(parents), **attrs)
+                    else:   # once per node: a concat of n inputs must not build n tuples of n
+                        if values is None:
+                            values = values_of(parents)
+                        contrib = vjp(g, node.value, *values, **attrs)
                     if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
                         contrib = contrib.astype(parent.dtype)
                     if contrib.shape != parent.shape:
