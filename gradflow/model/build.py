@@ -262,6 +262,8 @@ class Builder(ModuleCalls):
                              self.path, line, col)
 
     def max_nodes(self) -> int:
+        """The node limit, for ``repeat`` in modules.py: that module is imported here, so it
+        cannot import this one's constant; read at call time, as ``admit`` reads it."""
         return MAX_NODES
 
     def seed_for(self, entry: str, node: ast.AST) -> int:
