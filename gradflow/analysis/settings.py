@@ -215,8 +215,9 @@ def tool_table(text: str, path: str):
 
 
 def key_place(text: str, key: str | None) -> tuple[int, int]:
-    """(line, col) of ``key = ...`` inside [tool.gradflow] (of the table header without a key)."""
-    inside, header = False, (1, 1)
+    """(line, col) of ``key = ...`` inside [tool.gradflow], else of ``key`` where any other
+    spelling of the table (a dotted key, an inline table) writes it; else of the table itself."""
+    inside, header = False, None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if line.startswith("["):
@@ -225,7 +226,26 @@ def key_place(text: str, key: str | None) -> tuple[int, int]:
                 header = (number, raw.index("[") + 1)
         elif inside and key is not None and re.match(rf"['\"]?{re.escape(key)}['\"]?\s*=", line):
             return number, raw.index(line[0]) + 1
-    return header
+    return header or other_spelling_place(text, key)
+
+
+def other_spelling_place(text: str, key: str | None) -> tuple[int, int]:
+    """Where ``key`` is written after the first spelling of the table that is not a
+    [tool.gradflow] header (`tool.gradflow.KEY = `, `gradflow = {KEY = ...}`, ...)."""
+    table = re.search(TOOL_GRADFLOW, text)
+    start = table.start() if table else 0
+    if table and "gradflow" not in table[0]:   # a [tool] table or `tool = {`: its gradflow key
+        start = written_at(text, "gradflow", start)
+    if key is not None:
+        start = written_at(text, key, start)
+    line = text.count("\n", 0, start) + 1
+    return line, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+def written_at(text: str, key: str, start: int) -> int:
+    """Offset of the first ``key =`` (or ``key.``) written as a key from ``start`` on, else ``start``."""
+    found = re.compile(rf"(?:^|(?<=[\s{{,.]))['\"]?{re.escape(key)}['\"]?\s*[=.]", re.MULTILINE).search(text, start)
+    return found.start() if found else start
 
 
 def read_tool_table_simply(text: str) -> dict:

@@ -46,7 +46,11 @@ def located(tmp_path, pyproject: str) -> ModelError:
     ('[tool.gradflow]\nexploding = nan\n', 2, 1, "exploding must be a positive finite number"),
     ('[tool.gradflow]\nexploding = inf\n', 2, 1, "exploding must be a positive finite number"),
     ('[tool.gradflow]\nmax-memory = "lots"\n', 2, 1, "max-memory must be a size"),
-    ('[tool]\ngradflow = 3\n', 1, 1, "[tool.gradflow] must be a table"),
+    ('[tool]\ngradflow = 3\n', 2, 1, "[tool.gradflow] must be a table"),
+    ('tool = {gradflow = {select = ["GF999"]}}\n', 1, 21, "unknown rule id 'GF999'"),
+    ('[tool]\ngradflow.strict = "yes"\n', 2, 10, "strict must be true or false"),
+    ('name = "x"\n\ntool.gradflow.max-memory = "lots"\n', 3, 15, "max-memory must be a size"),
+    ('[tool]\nselect = 1\ngradflow = {select = ["GF999"], strict = true}\n', 3, 13, "unknown rule id"),
     ('[tool.gradflow]\nselect = [\n', 2, 10, "not valid TOML"),
     ("[tool.gradflow]\nselect = " + "[" * 5000 + "]" * 5000 + "\n", 1, 1, "pyproject.toml"),
 ])
