@@ -5,13 +5,14 @@ orders stable, parameters in file order, so reports diff cleanly).
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 
 from functools import cached_property
 
 import numpy as np
+
+from gradflow.analysis.globs import glob_matches
 
 FORMAT = 1
 SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
@@ -101,11 +102,11 @@ class LossReport:
     def expected(self, param: str) -> str | None:
         """The status expect: asserts for ``param``, if any."""
         return next((status for status, globs in self.expect.items()
-                     if any(fnmatch.fnmatchcase(param, g) for g in globs)), None)
+                     if any(glob_matches(param, g) for g in globs)), None)
 
     def meant_to_train(self, param: str) -> bool | None:
         """Whether ``param`` is in this loss's wrt (None: the loss declares no wrt)."""
-        return None if self.wrt is None else any(fnmatch.fnmatchcase(param, g) for g in self.wrt)
+        return None if self.wrt is None else any(glob_matches(param, g) for g in self.wrt)
 
 
 @dataclass
