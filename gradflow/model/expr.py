@@ -13,7 +13,7 @@ import warnings
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.places import TextPlaces
-from gradflow.model.simple import parse_simple
+from gradflow.model.simple import parse_simple, parse_simple_init
 from gradflow.model.spec import Init, Place
 
 MAX_CHARS = 10_000
@@ -236,6 +236,14 @@ def op_text(op) -> str:
 
 def parse_init(text: str, path: str, origin: Place, quoted: bool = False, raw: str | None = None) -> Init:
     """``normal``, ``normal(0, 0.02)``, ``randint(0, actions)``...: numbers or dim names as arguments."""
+    simple = parse_simple_init(text) if raw is None else None
+    if simple is not None and len(simple[1]) in INIT_ARITY.get(simple[0], ()):
+        return Init(*simple, place=Place(origin.line, origin.col + int(quoted)))
+    return parse_general_init(text, path, origin, quoted, raw)
+
+
+def parse_general_init(text: str, path: str, origin: Place, quoted: bool = False, raw: str | None = None) -> Init:
+    """``parse_init`` through the expression parser: any text, every refusal."""
     tree = parse_expression(text, path, origin, quoted, raw)
     call = tree if isinstance(tree, ast.Call) else None
     name = dotted_name(call.func if call else tree)
