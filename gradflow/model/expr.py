@@ -35,7 +35,7 @@ REFUSED = {ast.Lambda: "lambda", ast.IfExp: "a conditional expression", ast.Bool
 # spells it), outside string literals (matched first, and left alone).
 INTEGER_SEGMENT_NAME = re.compile(r"""("[^"]*"|'[^']*')|\b[A-Za-z_]\w*(?:\.(?:[A-Za-z_]\w*|\d+(?!\w)))*\.\d+(?!\w)"""
                                   r"(?:\.(?:[A-Za-z_]\w*|\d+(?!\w)))*")
-DOT_DIGIT = re.compile(r"\.\d")   # in every match of the one above outside a string literal
+DOT_DIGIT = r"\.\d"   # in every match of the one above outside a string literal (compiled on first use)
 INIT_ARITY = {"normal": (0, 2), "uniform": (2,), "glorot": (0,), "he": (0,), "zeros": (0,),
               "ones": (0,), "constant": (1,), "randint": (2,)}
 
@@ -120,7 +120,7 @@ def spell_integer_segments(text: str) -> str:
     """``G.0.weight`` -> ``G_0.weight``: Python cannot parse a digit after a dot in a name,
     so such a dot becomes ``_`` (one byte for one, so every parser position still holds);
     ``restore_integer_segments`` puts the real name back into the tree."""
-    if DOT_DIGIT.search(text) is None:   # the usual case: a cheaper scan than the one below
+    if re.search(DOT_DIGIT, text) is None:   # the usual case: a cheaper scan than the one below
         return text
 
     def respell(match):
