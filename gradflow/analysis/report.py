@@ -66,6 +66,7 @@ class Pair:
 
 @dataclass
 class ParamReport:
+    """One parameter of the report: its shape, place and a Pair for each loss."""
     name: str
     shape: tuple
     size: int
@@ -80,6 +81,7 @@ class ParamReport:
 
 @dataclass
 class StopReport:
+    """One cut and, for each loss, the parameters it blocks or partly cuts."""
     cut: object                     # flow.Cut
     cuts: dict                      # loss -> {"blocks": [...], "partial": [...], "cut_norm": float|None}
     redundant: bool
@@ -90,6 +92,7 @@ class StopReport:
 
 @dataclass
 class LossReport:
+    """One loss: its value, its line, and the wrt: and expect: globs it declares."""
     name: str
     value: float | None
     line: int
@@ -111,6 +114,7 @@ class LossReport:
 
 @dataclass
 class Finding:
+    """What a rule found, at a place, and the loss, parameters or node it is about."""
     rule: str
     severity: str                   # error | warning
     message: str
