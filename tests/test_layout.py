@@ -95,3 +95,12 @@ def test_layout_cli_starts_without_numpy_or_yaml():
     code = "import sys, gradflow.cli.main; print(sorted({'numpy', 'yaml'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_dataclass_has_a_docstring(path):
+    """Without one, @dataclass builds the class's signature to write one, at every start-up."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bare = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+            and any("dataclass" in ast.unparse(d) for d in node.decorator_list) and ast.get_docstring(node) is None]
+    assert not bare

@@ -44,8 +44,9 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
     per_loss, grads_kept = {}, {}
     for loss_name, loss in model.losses.items():
         flow = graph.flow(loss)
-        grads = None if structural else model.tape.backward(loss, keep=held)
-        every = Lazy(lambda: model.tape.backward(loss, keep=True))   # only where a gradient dies
+        # The sweeps themselves, not backward(): this runs inside quiet() already.
+        grads = None if structural else model.tape.sweep(loss, keep=held)
+        every = Lazy(lambda: model.tape.sweep(loss, keep=True))   # only where a gradient dies
         for name, t in model.params.items():
             pair = pairs[name][loss_name] = pair_of(name, t, flow, grads, graph, every)
             if grads is not None and pair.status in ("flows", "zero"):

@@ -23,6 +23,7 @@ from gradflow.engine import quiet
 
 @dataclass
 class Check:
+    """One (loss, parameter) pair: the tape's gradient against central differences, where they differ most."""
     loss: str
     param: str
     entries: int                  # how many entries were nudged

@@ -27,6 +27,7 @@ def label(node) -> str | None:
 
 @dataclass
 class Edge:
+    """A dependency between two graph entries, and the cuts on it."""
     src: str
     dst: str
     carries: bool = False                       # some tape edge between them carries gradient
@@ -46,12 +47,14 @@ class Edge:
 
 @dataclass
 class Step:
+    """One entry on a path, with the cuts met on entering it."""
     entry: str
     cuts: list = field(default_factory=list)   # [Cut] met on entering this node
 
 
 @dataclass
 class Path:
+    """One way from a parameter to a loss, entry by entry."""
     steps: list                                 # [Step], parameter first, loss last
 
     @property

@@ -5,13 +5,14 @@ orders stable, parameters in file order, so reports diff cleanly).
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 
 from functools import cached_property
 
 import numpy as np
+
+from gradflow.analysis.globs import glob_matches
 
 FORMAT = 1
 SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
@@ -65,6 +66,7 @@ class Pair:
 
 @dataclass
 class ParamReport:
+    """One parameter of the report: its shape, place and a Pair for each loss."""
     name: str
     shape: tuple
     size: int
@@ -79,6 +81,7 @@ class ParamReport:
 
 @dataclass
 class StopReport:
+    """One cut and, for each loss, the parameters it blocks or partly cuts."""
     cut: object                     # flow.Cut
     cuts: dict                      # loss -> {"blocks": [...], "partial": [...], "cut_norm": float|None}
     redundant: bool
@@ -89,6 +92,7 @@ class StopReport:
 
 @dataclass
 class LossReport:
+    """One loss: its value, its line, and the wrt: and expect: globs it declares."""
     name: str
     value: float | None
     line: int
@@ -101,15 +105,16 @@ class LossReport:
     def expected(self, param: str) -> str | None:
         """The status expect: asserts for ``param``, if any."""
         return next((status for status, globs in self.expect.items()
-                     if any(fnmatch.fnmatchcase(param, g) for g in globs)), None)
+                     if any(glob_matches(param, g) for g in globs)), None)
 
     def meant_to_train(self, param: str) -> bool | None:
         """Whether ``param`` is in this loss's wrt (None: the loss declares no wrt)."""
-        return None if self.wrt is None else any(fnmatch.fnmatchcase(param, g) for g in self.wrt)
+        return None if self.wrt is None else any(glob_matches(param, g) for g in self.wrt)
 
 
 @dataclass
 class Finding:
+    """What a rule found, at a place, and the loss, parameters or node it is about."""
     rule: str
     severity: str                   # error | warning
     message: str

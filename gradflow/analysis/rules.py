@@ -4,10 +4,10 @@ analysed model to findings (their ids, defaults and settings: ``settings.py``).
 
 from __future__ import annotations
 
-import fnmatch
 import math
 from dataclasses import dataclass, field
 
+from gradflow.analysis.globs import glob_matches
 from gradflow.analysis.report import Finding, collapse
 from gradflow.analysis.settings import Settings
 from gradflow.errors import did_you_mean
@@ -50,7 +50,7 @@ EXPLAINED = ("GF100", "GF102", "GF103", "GF107")   # findings whose paths `gradf
 
 
 def matches(glob: str, names) -> list:
-    return [n for n in names if fnmatch.fnmatchcase(n, glob)]
+    return [n for n in names if glob_matches(n, glob)]
 
 
 def trainable(model) -> set:

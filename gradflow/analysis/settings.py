@@ -51,6 +51,7 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
+    """The settings one model is checked with: every layer merged (see ``settings_for``)."""
     rules: tuple = ()               # ((rule id, on?), ...): the last word of the layers on each rule
     strict: bool = False            # warnings fail too
     vanishing: float = 1e-7

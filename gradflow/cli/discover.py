@@ -22,7 +22,7 @@ import yaml
 
 from gradflow.errors import ModelError
 from gradflow.importers import is_python_target
-from gradflow.model.files import open_regular
+from gradflow.model.files import open_regular, read_at_most
 from gradflow.model.source import LOADER, MAX_CHARS, MAX_NODES
 
 SUFFIXES = (".yaml", ".yml")
@@ -115,7 +115,7 @@ def candidate(path: str):
     """``path`` when it is a model, None when it is other YAML, a ModelError when unreadable."""
     try:
         with open_regular(path, "file") as f:
-            head = f.read(MAX_CHARS + 1)
+            head = read_at_most(f, MAX_CHARS + 1)
     except ModelError as e:
         return e
     except OSError as e:

@@ -173,10 +173,12 @@ def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, 
 def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, structural, max_memory):
     """Check the expectations and rules of model files (exit 1 when one fails)."""
     from gradflow.cli import run
+    from gradflow.cli.render import SHOW_COUNTERFACTUALS
     overrides = run.cli_settings(select=select, ignore=ignore, strict=strict, max_memory=max_memory)
     files = run.find_models(paths)
-    results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype,
-                              structural=structural, jobs=jobs, debug=ctx.find_root().params["debug"])
+    results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype, structural=structural,
+                              counterfactual=fmt in SHOW_COUNTERFACTUALS, jobs=jobs,
+                              debug=ctx.find_root().params["debug"])
     run.render_check(results, fmt, ctx.obj["no_color"])
     sys.exit(run.check_exit_code(results))
 

@@ -63,6 +63,7 @@ REQUIRED = object()  # marks an attribute with no default
 
 @dataclass(frozen=True, slots=True)
 class Op:
+    """One entry of the op table: forward, a gradient rule per input, shape rule and attributes."""
     name: str
     group: str
     inputs: tuple[str, ...]          # tensor arguments; ("*xs",) for a list of tensors

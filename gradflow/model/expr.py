@@ -13,7 +13,7 @@ import warnings
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.places import TextPlaces
-from gradflow.model.simple import parse_simple
+from gradflow.model.simple import parse_simple, parse_simple_init
 from gradflow.model.spec import Init, Place
 
 MAX_CHARS = 10_000
@@ -35,6 +35,7 @@ REFUSED = {ast.Lambda: "lambda", ast.IfExp: "a conditional expression", ast.Bool
 # spells it), outside string literals (matched first, and left alone).
 INTEGER_SEGMENT_NAME = re.compile(r"""("[^"]*"|'[^']*')|\b[A-Za-z_]\w*(?:\.(?:[A-Za-z_]\w*|\d+(?!\w)))*\.\d+(?!\w)"""
                                   r"(?:\.(?:[A-Za-z_]\w*|\d+(?!\w)))*")
+DOT_DIGIT = r"\.\d"   # in every match of the one above outside a string literal (compiled on first use)
 INIT_ARITY = {"normal": (0, 2), "uniform": (2,), "glorot": (0,), "he": (0,), "zeros": (0,),
               "ones": (0,), "constant": (1,), "randint": (2,)}
 
@@ -119,6 +120,9 @@ def spell_integer_segments(text: str) -> str:
     """``G.0.weight`` -> ``G_0.weight``: Python cannot parse a digit after a dot in a name,
     so such a dot becomes ``_`` (one byte for one, so every parser position still holds);
     ``restore_integer_segments`` puts the real name back into the tree."""
+    if re.search(DOT_DIGIT, text) is None:   # the usual case: a cheaper scan than the one below
+        return text
+
     def respell(match):
         if match.group(1):
             return match.group(0)
@@ -236,6 +240,14 @@ def op_text(op) -> str:
 
 def parse_init(text: str, path: str, origin: Place, quoted: bool = False, raw: str | None = None) -> Init:
     """``normal``, ``normal(0, 0.02)``, ``randint(0, actions)``...: numbers or dim names as arguments."""
+    simple = parse_simple_init(text) if raw is None else None
+    if simple is not None and len(simple[1]) in INIT_ARITY.get(simple[0], ()):
+        return Init(*simple, place=Place(origin.line, origin.col + int(quoted)))
+    return parse_general_init(text, path, origin, quoted, raw)
+
+
+def parse_general_init(text: str, path: str, origin: Place, quoted: bool = False, raw: str | None = None) -> Init:
+    """``parse_init`` through the expression parser: any text, every refusal."""
     tree = parse_expression(text, path, origin, quoted, raw)
     call = tree if isinstance(tree, ast.Call) else None
     name = dotted_name(call.func if call else tree)

@@ -47,11 +47,22 @@ def read_regular(path: str, what: str, limit: int) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes (ModelError otherwise)."""
     with open_regular(path, what, limit) as f:
         try:
-            data = f.read(limit + 1)
+            data = read_at_most(f, limit + 1)
         except OSError as e:
             raise ModelError(f"cannot read {what}: {e.strerror or e}", str(path), 1, 1) from None
     if len(data) > limit:   # it grew after fstat()
         raise ModelError(f"cannot read {what}: larger than {human_bytes(limit)}", str(path), 1, 1)
+    return data
+
+
+def read_at_most(f, count: int) -> bytes:
+    """``f.read(count)``, without a buffer of ``count`` bytes made first (for 16 MiB, more
+    time than reading a model takes): the size the file has now and one byte more, to see
+    whether it grew, then the rest only if it did (or if its size says nothing, as in /proc)."""
+    size = os.fstat(f.fileno()).st_size
+    data = f.read(min(size + 1, count))
+    if len(data) > size:
+        data += f.read(count - len(data))
     return data
 
 

@@ -24,6 +24,11 @@ MAX_CHARS = 200    # longer text is rarely this simple, and the general path bou
 OPERAND = r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[0-9]{1,15}\.[0-9]{1,15}|[1-9][0-9]{0,17}|0)"
 CALL = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*)\({OPERAND}\)")
 BINARY = re.compile(rf"{OPERAND} *(\*\*|[-+*/@]) *{OPERAND}")
+# An init: a name alone (``zeros``) or called on numbers and dim names (``normal(0.0, 0.02)``,
+# ``randint(0, classes)``), one space after each comma. Compiled on first use (re's cache):
+# a model without init: lines never pays for it at start-up.
+INIT_ARG = r"-?(?:[0-9]{1,15}\.[0-9]{1,15}|[1-9][0-9]{0,17}|0)|[A-Za-z_][A-Za-z0-9_]*"
+INIT = rf"([A-Za-z_][A-Za-z0-9_]*)(?:\(((?:{INIT_ARG})(?:, (?:{INIT_ARG}))*)\))?"
 OPERATORS = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 KEYWORDS = frozenset(keyword.kwlist)   # True, None, lambda, if ...: never names
 LOAD = ast.Load()
@@ -82,3 +87,20 @@ def located(node, line: int, col: int, start: int, end: int):
     ``expr.relocate`` makes it), the end as the parser's offset in the one-line text."""
     node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = line, col + start, 1, end
     return node
+
+
+def parse_simple_init(text: str):
+    """(name, args) of an init written as ``name`` or ``name(a, b)`` with numbers and dim
+    names as arguments, as ``expr.parse_init`` reads them from the tree; None for other text."""
+    found = re.fullmatch(INIT, text) if len(text) <= MAX_CHARS and "__" not in text else None
+    if found is None or found.group(1) in KEYWORDS:
+        return None
+    args = []
+    for arg in found.group(2).split(", ") if found.group(2) else ():
+        if arg[0] == "-" or arg[0].isdigit():   # -x is the negated number, as the tree has it
+            args.append(float(arg) if "." in arg else int(arg))
+        elif arg in KEYWORDS:
+            return None
+        else:
+            args.append(arg)
+    return found.group(1), tuple(args)

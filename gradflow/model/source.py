@@ -49,6 +49,11 @@ _ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
 # Bidirectional embeddings, overrides and isolates make code display in another order than
 # it is read ("trojan source"); refused anywhere in the file, as rustc refuses them.
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# Each pattern with what its character is; only the first can match ASCII text, the usual case.
+_TEXT_CHECKS = ((_NOT_PRINTABLE, "is not allowed in YAML"),
+                (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it"),
+                (_BIDI, "changes the direction of the text around it, so the file reads "
+                        "differently from how it displays; remove it"))
 
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
@@ -83,11 +88,14 @@ class Node:
 def parse_yaml(text: str | bytes, path: str) -> Node:
     """Parse one model file (a single YAML document whose root is a mapping)."""
     text = _as_text(text, path)
-    builder = _TreeBuilder(path, text)
+    builder, handlers = _TreeBuilder(path, text), _HANDLERS
     try:
-        handlers = _HANDLERS
-        for event in rejoin_calls(yaml.parse(text, Loader=LOADER)):
-            handlers[type(event)](builder, event)
+        parser = LOADER(text)
+        try:   # the parser's get_event until it has none: yaml.parse without its generator
+            for event in rejoin_calls(iter(parser.get_event, None)):
+                handlers[type(event)](builder, event)
+        finally:
+            parser.dispose()
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, path, text) from exc
     return builder.finish()
@@ -177,10 +185,7 @@ def _as_text(data: str | bytes, path: str) -> str:
         data = _decode_utf8(bytes(data), path)
     if "\r" in data:   # YAML reads CR and CRLF as line breaks; the places found below count "\n"
         data = data.replace("\r\n", "\n").replace("\r", "\n")
-    for pattern, why in ((_NOT_PRINTABLE, "is not allowed in YAML"),
-                         (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it"),
-                         (_BIDI, "changes the direction of the text around it, so the file reads "
-                                 "differently from how it displays; remove it")):
+    for pattern, why in _TEXT_CHECKS if not data.isascii() else _TEXT_CHECKS[:1]:
         bad = pattern.search(data)
         if bad:
             index = bad.start()

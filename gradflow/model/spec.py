@@ -57,6 +57,7 @@ class Entry:
 
 @dataclass
 class ModuleSpec:
+    """A module of the file: its inputs, dims, params, graph and outputs."""
     name: str
     inputs: tuple[str, ...]
     dims: dict                      # name -> (int, Place)
@@ -69,6 +70,7 @@ class ModuleSpec:
 
 @dataclass
 class InstanceSpec:
+    """An instance of a module, declared under ``instances:``, with the dims it sets."""
     name: str
     module: str
     dims: dict                      # name -> (int, Place)
@@ -77,6 +79,7 @@ class InstanceSpec:
 
 @dataclass
 class LossSpec:
+    """A loss of ``losses:`` and the parameters it is declared to train (``wrt``)."""
     name: str
     wrt: list | None                # [(glob, Place)] or None when not declared
     place: Place
@@ -85,6 +88,7 @@ class LossSpec:
 
 @dataclass
 class ModelSpec:
+    """A checked model file, before anything is built from it."""
     path: str
     name: str
     description: str

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 import gradflow
+from gradflow.analysis.globs import glob_matches
 from gradflow.analysis.settings import Settings, read_tool_table_simply, settings_for
 
 
@@ -138,3 +141,13 @@ check:
 def test_tool_table_reader_for_python_without_tomllib():
     text = '[tool.other]\nx = 1\n[tool.gradflow]\nselect = ["GF104", "GF106"]\nstrict = true\nvanishing = 1e-9 # low\n'
     assert read_tool_table_simply(text) == {"select": ["GF104", "GF106"], "strict": True, "vanishing": 1e-9}
+
+
+def test_glob_matches_decides_as_fnmatch_does():
+    globs = ["w", "enc.w", "enc.*", "*", "", "enc*", "enc.?", "*.w", "e*c.*", "enc.[wb]", "[", "enc.[",
+             "a**", "**", "?", "enc.w*", "\\*", "enc\\.*", "G.0.*", "b*\n"]
+    names = ["w", "enc.w", "enc.b", "enc", "enc.", "enc.w1", "dec.w", "", "a", "a*", "[", "enc.[",
+             "G.0.weight", "G.10.w", "*", "\\x", "b\nc", "Enc.w", "enc.w.x"]
+    for glob in globs:
+        for name in names:
+            assert glob_matches(name, glob) == fnmatch.fnmatchcase(name, glob), (name, glob)

@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
+from gradflow.cli.render import FORMATS, MODULES, SHOW_COUNTERFACTUALS
+from gradflow.cli.run import check_one
 from tests.conftest import MODELS, ROOT
 
 BUG = str(ROOT / "tests/models/bugs/gan_stopped_discriminator_output.yaml")
@@ -88,3 +90,20 @@ def test_check_jobs_chunks_keep_every_file_in_order_and_end_small(count, jobs):
     chunks = chunked(list(range(count)), jobs)
     assert [item for chunk in chunks for item in chunk] == list(range(count))
     assert max(map(len, chunks)) <= 8 and len(chunks[-1]) == 1
+
+
+@pytest.mark.parametrize("fmt", sorted(set(MODULES) - SHOW_COUNTERFACTUALS - {"table"}))
+def test_check_formats_without_counterfactuals_print_the_same_without_them(fmt, capsys):
+    """What lets `check` skip the counterfactual passes for these formats."""
+    paths = sorted(str(p) for p in MODELS.glob("*.yaml")) + [BUG]
+    printed, documents = [], []
+    for counterfactual in (True, False):
+        options = {"dims": (), "seed": None, "dtype": "float64", "structural": False,
+                   "counterfactual": counterfactual}
+        results = [check_one(path, {}, options) for path in paths]
+        assert all(r.error is None for r in results)
+        FORMATS[fmt].render_check(results, True)
+        printed.append(capsys.readouterr().out)
+        documents.append(json.dumps([r.report.to_dict() for r in results]))
+    assert printed[0] == printed[1]
+    assert documents[0] != documents[1]   # the reports themselves differ

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 import gradflow
 from gradflow.cli.main import cli
 from gradflow.errors import ModelError
-from gradflow.model.expr import spell_integer_segments
+from gradflow.model.expr import INTEGER_SEGMENT_NAME, spell_integer_segments
 
 SEGMENTS = """
 gradflow: 1
@@ -69,6 +70,14 @@ def test_expression_refers_to_integer_segment_names_as_spelled(write_model):
 def test_integer_segments_are_respelled_outside_strings_only():
     assert spell_integer_segments('x @ G.0.weight + f(y, mode="a.0")') == 'x @ G_0.weight + f(y, mode="a.0")'
     assert spell_integer_segments("2.5 * a.b.3.c") == "2.5 * a.b_3.c"
+
+
+@pytest.mark.parametrize("text", ["x @ w + b", "2.5 * a.b", "f(a.b, 'c.1')", "a.0", "a.٣", "a.²", "a . 1",
+                                  "x1.y", "'a.1' + b.2", "G.0.w", ".5 + a", "a..1", "a.b.c"])
+def test_integer_segments_are_respelled_as_the_whole_scan_respells_them(text):
+    def whole_scan(match):   # every match of the pattern, without the early return for most texts
+        return match.group(0) if match.group(1) else re.sub(r"\.(?=\d)", "_", match.group(0))
+    assert spell_integer_segments(text) == INTEGER_SEGMENT_NAME.sub(whole_scan, text)
 
 
 def test_undefined_integer_segment_name_points_at_its_column(write_model):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradflow.errors import ModelError
-from gradflow.model.expr import parse_expression, parse_general
-from gradflow.model.simple import parse_simple
+from gradflow.model.expr import parse_expression, parse_general, parse_general_init, parse_init
+from gradflow.model.simple import parse_simple, parse_simple_init
 from gradflow.model.spec import Place
 
 NAMES = ["x", "h12", "actor.w", "a.b.c", "_", "True", "None", "lambda", "if", "a.if", "__x", "a.__b",
@@ -54,3 +54,31 @@ def test_simple_expressions_take_the_short_cut(text):
                                   " x * y", "é * x", "lambda(x)", "1e3 * x", "x" * 300 + " * y"])
 def test_other_expressions_take_the_general_path(text):
     assert parse_simple(text, Place(3, 9), False) is None
+
+
+INITS = ["zeros", "ones", "normal", "uniform", "randint", "constant", "glorot", "he", "gauss", "None", "__x",
+         "normal.x", "True"]
+init_arg = st.sampled_from(NAMES + NUMBERS + ["-1", "-0", "-0.0", "-2.5", "+1", "- 1", "--1", "-x", "True"])
+init_call = st.builds(lambda f, args, sep, tail: f + "(" + sep.join(args) + ")" + tail, st.sampled_from(INITS),
+                      st.lists(init_arg, max_size=3), st.sampled_from([", ", ",", " , ", ",  "]),
+                      st.sampled_from(["", "", " ", "[0]", "()"]))
+
+
+def init_outcome(parse, text: str, at: Place, quoted: bool):
+    try:
+        init = parse(text, "m.yaml", at, quoted)
+    except ModelError as e:
+        return "error", e.message, e.line, e.col
+    return "init", init.kind, [repr(a) for a in init.args], init.place   # repr: 0 from 0.0, -0.0 from 0.0
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(init_call, st.sampled_from(INITS), pieces), origin, st.booleans())
+def test_simple_inits_read_as_the_general_path_reads_them(text, at, quoted):
+    assert init_outcome(parse_init, text, at, quoted) == init_outcome(parse_general_init, text, at, quoted)
+
+
+@pytest.mark.parametrize("text", ["zeros", "normal(0.0, 0.02)", "randint(0, classes)", "uniform(-1, 1)"])
+def test_simple_inits_take_the_short_cut(text):
+    assert parse_simple_init(text) is not None
+    assert init_outcome(parse_init, text, Place(3, 9), True) == init_outcome(parse_general_init, text, Place(3, 9), True)

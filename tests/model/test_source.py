@@ -214,8 +214,10 @@ def test_parse_yaml_reports_unmarked_yaml_errors_at_start(monkeypatch):
         def __init__(self, stream):
             pass
 
-        def check_event(self):
+        def get_event(self):
             raise yaml.YAMLError("reader\n  broke")
+
+        check_event = get_event
 
         def dispose(self):
             pass
@@ -419,3 +421,10 @@ def test_rejoin_calls_in_flow_sequences_and_not_elsewhere():
 def test_rejoin_calls_leaves_a_real_key_alone():
     root = parse_yaml("a: {x: f(1, b: 2)}\n", "m.yaml")
     assert list(root.value["a"].value) == ["x", "b"]
+
+
+def test_only_the_first_text_check_can_match_ascii():
+    """What lets ASCII text skip the others."""
+    ascii_chars = "".join(map(chr, range(128)))
+    assert source._TEXT_CHECKS[0][0].search(ascii_chars)
+    assert not any(pattern.search(ascii_chars) for pattern, _ in source._TEXT_CHECKS[1:])

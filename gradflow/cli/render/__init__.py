@@ -7,6 +7,9 @@ import importlib
 
 MODULES = {"table": "table", "json": "json_out", "markdown": "markdown", "text": "text",
            "github": "github", "junit": "junit", "sarif": "sarif"}
+# The formats of `check` that print counterfactual and cut norms (the report document); for
+# the others, the extra backward passes behind those numbers are skipped.
+SHOW_COUNTERFACTUALS = frozenset({"json"})
 
 
 class _Formats:

@@ -18,11 +18,13 @@ class Unsupported(Exception):
 
 @dataclass
 class Alias:
+    """The call's output is another name for this tensor (clone, contiguous)."""
     name: str
 
 
 @dataclass
 class Parts:
+    """One expression per output of the call (split, max with indices)."""
     exprs: list
 
 
