@@ -122,17 +122,16 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
     nodes above the stops: exact, and a fraction of a whole extra backward pass.
     ``extra`` (stop indices, their sweeps' sum), when it covers the same stops, is that result.
     """
-    seeds, seeded = {}, set()
-    for stop in stops:
-        g, source = grads[stop.index] if stop.index < len(grads) else None, stop.parents[0]
-        if g is not None and source.requires_grad:
-            seeds[source] = g if source not in seeds else seeds[source] + g
-            seeded.add(stop.index)
-    if extra is not None and extra[0] == seeded:
+    reached = [s for s in stops if s.index < len(grads) and grads[s.index] is not None and s.parents[0].requires_grad]
+    if extra is not None and extra[0] == {s.index for s in reached}:
         extra = extra[1]
     else:
+        seeds = {}
+        for stop in reached:
+            g, source = grads[stop.index], stop.parents[0]
+            seeds[source] = g if source not in seeds else seeds[source] + g
         extra = model.tape.sweep(None, through={s.index for s in stops}, seeds=seeds,
-                      order=ancestors(seeds)) if seeds else []
+                                 order=ancestors(seeds)) if seeds else []
     for name, t in model.params.items():   # grad_at inlined: this runs per parameter
         i, pair = t.index, pairs[name][loss_name]
         plain, more = grads[i] if i < len(grads) else None, extra[i] if i < len(extra) else None

@@ -13,6 +13,8 @@ several paths is summed in the order the seed's own sweep adds it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gradflow.engine.tape import unbroadcast
@@ -79,8 +81,12 @@ def sweep_rows(nodes: list, seeds: list, order, limit: int | None = None) -> dic
             chunks = pending.pop(i, None)
             if chunks is None:
                 continue
-            if len(chunks) == 1 and len(chunks[0]) == 2:    # a pack's slot: maybe passed on whole
+            if len(chunks) > 1:
+                take(nodes[i], gather(chunks), kinds, leaves)
+            elif len(chunks[0]) == 2:                      # a pack's slot: maybe passed on whole
                 packs.setdefault(chunks[0][0], []).append(chunks[0][1])
+            elif chunks[0][2].__class__ is tuple:          # one chunk from one node: no key twice
+                take(nodes[i], [chunks[0][:2]], kinds, leaves)
             else:
                 take(nodes[i], gather(chunks), kinds, leaves)
         for pack, slots in packs.items():
@@ -96,7 +102,7 @@ def take(node, pieces: list, kinds: dict, leaves: dict) -> None:
     if node.op is None:
         leaves[node.index] = [(keys, rows, None) for keys, rows in pieces]
     else:
-        kinds.setdefault(kind_of(node), []).extend((node, keys, rows) for keys, rows in pieces)
+        kinds.setdefault(kind_of(node), []).extend([(node, keys, rows) for keys, rows in pieces])
 
 
 def settle(pack: Pack, slots: list, kinds: dict, leaves: dict) -> None:
@@ -120,31 +126,45 @@ def plan(nodes: list, sources: list, order, limit: int | None) -> list | None:
     """The indices of ``order`` in waves; None past ``limit`` visits. A node's bits say which
     sources lie below it (each sets one), its wave is one past the latest wave it feeds."""
     masks, waves_of, waves, visits = {}, {}, [], 0
+    limit = math.inf if limit is None else limit
     for k, node in enumerate(sources):
         masks[node.index] = masks.get(node.index, 0) | 1 << k
+        waves_of[node.index] = 0
     for i in order:
-        mask = masks.pop(i, 0)        # popped: only the frontier's sets are alive
+        mask, wave = masks.pop(i, 0), waves_of.pop(i, 0)   # popped: only the frontier is kept
         visits += mask.bit_count()
-        if limit is not None and visits > limit:
+        if visits > limit:
             return None
-        wave = waves_of.pop(i, 0)
         if wave == len(waves):
-            waves.append([])
-        waves[wave].append(i)
+            waves.append([i])
+        else:
+            waves[wave].append(i)
         for parent in nodes[i].parents:
             if parent.requires_grad:
                 j = parent.index
-                masks[j] = masks[j] | mask if j in masks else mask
-                if waves_of.get(j, 0) <= wave:
-                    waves_of[j] = wave + 1
+                if j in masks:                     # the two dicts always hold the same nodes
+                    masks[j] |= mask
+                    if waves_of[j] <= wave:
+                        waves_of[j] = wave + 1
+                else:
+                    masks[j], waves_of[j] = mask, wave + 1
     return waves
 
 
 def kind_of(node):
-    """Nodes of one kind in one wave share their rules' calls: same op, shapes and dtypes."""
+    """Nodes of one kind in one wave share their rules' calls: same op, shapes and dtypes.
+    Spelled out for one or two inputs, the usual case: it runs for every node of a wave."""
     if node.op is None or node.attrs or not stacks(node):
         return node.index             # alone
-    return node.op.name, node.shape, node.dtype, *[(p.shape, p.dtype, p.requires_grad) for p in node.parents]
+    parents = node.parents
+    if len(parents) == 1:
+        p = parents[0]
+        return node.op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad
+    if len(parents) == 2:
+        p, q = parents
+        return (node.op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad,
+                q.shape, q.dtype, q.requires_grad)
+    return node.op.name, node.shape, node.dtype, *[(p.shape, p.dtype, p.requires_grad) for p in parents]
 
 
 def gather(chunks: list) -> list:
@@ -153,8 +173,6 @@ def gather(chunks: list) -> list:
     chunk or one per row. A key that arrives by several paths is summed in whence order: the
     order in which its own sweep adds them."""
     chunks = [chunk if len(chunk) == 3 else chunk[0].chunk(chunk[1]) for chunk in chunks]
-    if len(chunks) == 1 and chunks[0][2].__class__ is tuple:
-        return [chunks[0][:2]]
     keys = [key for chunk in chunks for key in chunk[0]]
     if len(set(keys)) == len(keys):
         return [(ks, rows) for ks, rows, _ in chunks]
@@ -227,13 +245,17 @@ def side_by_side(batch: Pack, pending: dict) -> None:
         contrib = fit_rows(vjp(batch.rows, ans, *values, **first.attrs), parent)
         if shared[k]:
             keys = [key for ks in batch.keys for key in ks]
-            whence = (-first.index, k) if alone else [(-node.index, k) for node, c in zip(nodes, counts) for _ in range(c)]
+            whence = (-first.index, k) if alone else [(-n.index, k) for n, c in zip(nodes, counts) for _ in range(c)]
             pending.setdefault(parent.index, []).append((keys, contrib, whence))
             continue
         pack = Pack([node.parents[k] for node in nodes], batch.keys, contrib, starts,
                     [(-node.index, k) for node in nodes])
         for s, node in enumerate(pack.nodes):
-            pending.setdefault(node.index, []).append((pack, s))
+            chunks = pending.get(node.index)
+            if chunks is None:
+                pending[node.index] = [(pack, s)]
+            else:
+                chunks.append((pack, s))
 
 
 def stacked(values: list, counts: list, out_shape: tuple):
