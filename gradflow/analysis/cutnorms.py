@@ -5,9 +5,10 @@ stop's input with the gradient the plain pass brought to the stop, over that inp
 ancestors. The sweeps together stay within CUT_NORM_PASSES passes over the tape: each
 covers the stop's ancestors, so thousands of stops in one chain would be quadratic.
 
-Two ways to the same numbers. When every sweep fits the budget, all of them run as one
-walk (``engine.rows``): a trunk many stops share is walked once, their gradients stacked
-there. Otherwise one sweep per stop, in order, until the budget runs out.
+Two ways to the same numbers. When every sweep fits the budget and sharing makes it pay,
+all of them run as one walk (``engine.rows``): a trunk many stops share is walked once,
+their gradients stacked there. Otherwise one sweep per stop, in order, until the budget
+runs out.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 import numpy as np
 
 from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squared_norm
-from gradflow.engine.rows import sweep_rows
+from gradflow.engine.rows import plan, sweep_rows
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
 
@@ -38,14 +39,24 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
         else:
             seeded.append((cut, source, g))
     budget = CUT_NORM_PASSES * len(nodes)
-    order = ancestors([source for _, source, _ in seeded])
-    leaves = sweep_rows(nodes, [(k, source, g) for k, (_, source, g) in enumerate(seeded)], order, budget)
-    if leaves is None:
-        together, total = cut_norms_one_by_one(model, seeded, stops, budget)
+    sources = [source for _, source, _ in seeded]
+    order = ancestors(sources) if len(seeded) > 1 else ()
+    walk = plan(nodes, sources, order, budget) if order else None
+    if walk is not None and together_pays(walk, len(order), len(seeded)):
+        leaves = sweep_rows(nodes, [(k, source, g) for k, (_, source, g) in enumerate(seeded)], walk.waves)
+        found, total = sums_of_rows(model, seeded, leaves, stops.isdisjoint(order))
     else:
-        together, total = sums_of_rows(model, seeded, leaves, stops.isdisjoint(order))
-    norms.update(together)
+        found, total = cut_norms_one_by_one(model, seeded, stops, budget)
+    norms.update(found)
     return norms, None if total is None else ({cut.index for cut, _, _ in seeded}, total)
+
+
+def together_pays(walk, nodes: int, stops: int) -> bool:
+    """Whether one walk for all stops costs less than a sweep per stop, by a rough count in
+    microseconds: the walk pays per node and per call (a call serves a wave's nodes of one op),
+    a sweep per visit and per stop. A lone tower of nodes is swept as before; a trunk shared by
+    many stops, stops above stops, or parallel branches of one shape are walked together."""
+    return 8 * walk.groups + 2 * nodes < 5 * walk.visits + 40 * stops
 
 
 def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:

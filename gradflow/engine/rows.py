@@ -1,7 +1,7 @@
 """A reverse sweep for many seeds at once, each seed's gradient kept apart: ``sweep_rows``.
 
 It gives, at the leaves, what one ``Tape.sweep(None, seeds={node: g}, order=...)`` per
-seed gives, from one walk over the union of the seeds' ancestors. Every node carries the
+seed gives, from one walk over the union of the seeds' ancestors (``plan``, then ``sweep_rows``). Every node carries the
 gradients of the seeds that reach it as rows (a seed's gradient on a new leading axis),
 and the walk goes in waves: a node's wave lies past every wave of the nodes it feeds, so
 the nodes of one wave are independent. Where rules allow it (STACKABLE) one call serves
@@ -14,6 +14,7 @@ several paths is summed in the order the seed's own sweep adds it.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,15 +64,11 @@ class Pack:
         return self.keys[s], self.rows_of(s), self.whence[s]
 
 
-def sweep_rows(nodes: list, seeds: list, order, limit: int | None = None) -> dict | None:
+def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
     """{leaf index: [(keys, rows, span), ...]}: for seeds ``(key, node, g)``, the gradient each
     seed's own sweep leaves at each leaf it reaches, a row per key; ``span`` is (block, start)
-    when the rows are ``block[start:start + len(keys)]``, else None. ``order``: node indices,
-    descending, covering every ancestor of the seeds (the seeds' nodes too). None, with nothing
-    computed, when one sweep per seed over its ancestors would visit more than ``limit`` nodes."""
-    waves = plan(nodes, [node for _, node, _ in seeds], order, limit)
-    if waves is None:
-        return None
+    when the rows are ``block[start:start + len(keys)]``, else None. ``waves``: the seeds'
+    ``plan``."""
     pending, leaves = {}, {}
     for key, node, g in seeds:
         pending.setdefault(node.index, []).append(([key], np.asarray(g)[None], SEEDED))
@@ -122,10 +119,18 @@ def settle(pack: Pack, slots: list, kinds: dict, leaves: dict) -> None:
             take(node, [(pack.keys[s], pack.rows_of(s))], kinds, leaves)
 
 
-def plan(nodes: list, sources: list, order, limit: int | None) -> list | None:
-    """The indices of ``order`` in waves; None past ``limit`` visits. A node's bits say which
-    sources lie below it (each sets one), its wave is one past the latest wave it feeds."""
-    masks, waves_of, waves, visits = {}, {}, [], 0
+class Plan(NamedTuple):
+    waves: list      # the indices of the walk, in waves
+    visits: int      # nodes that one sweep per seed, over its ancestors, would visit in all
+    groups: int      # (wave, op) pairs: about how many calls the walk makes
+
+
+def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | None:
+    """The walk from ``sources`` (the seeds' nodes) over ``order`` (node indices, descending,
+    covering every ancestor of the sources); None past ``limit`` visits. A node's bits say
+    which sources lie below it (each sets one); its wave is one past the latest wave it feeds,
+    so the nodes of one wave are independent."""
+    masks, waves_of, waves, visits, groups = {}, {}, [], 0, set()
     limit = math.inf if limit is None else limit
     for k, node in enumerate(sources):
         masks[node.index] = masks.get(node.index, 0) | 1 << k
@@ -139,7 +144,10 @@ def plan(nodes: list, sources: list, order, limit: int | None) -> list | None:
             waves.append([i])
         else:
             waves[wave].append(i)
-        for parent in nodes[i].parents:
+        node = nodes[i]
+        if node.op is not None:
+            groups.add((wave, node.op.name))
+        for parent in node.parents:
             if parent.requires_grad:
                 j = parent.index
                 if j in masks:                     # the two dicts always hold the same nodes
@@ -148,7 +156,7 @@ def plan(nodes: list, sources: list, order, limit: int | None) -> list | None:
                         waves_of[j] = wave + 1
                 else:
                     masks[j], waves_of[j] = mask, wave + 1
-    return waves
+    return Plan(waves, visits, len(groups))
 
 
 def kind_of(node):

@@ -166,8 +166,9 @@ def numbers(report) -> list:
 def test_cut_norms_from_one_walk_equal_one_sweep_per_stop(write_model, monkeypatch, text):
     from gradflow.analysis import cutnorms
     model = gradflow.load(write_model(text))
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: True)
     together = numbers(gradflow.analyze(model))
-    monkeypatch.setattr(cutnorms, "sweep_rows", lambda *args: None)   # as when over the budget
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: False)   # as when over the budget
     apart = numbers(gradflow.analyze(model))
     assert [x[:2] for x in together] == [x[:2] for x in apart]
     for (*where, got), (_, _, want) in zip(together, apart):
@@ -189,8 +190,9 @@ def test_cut_norms_count_a_tensor_under_two_names_twice_and_sum_it_once(write_mo
     cuts = [c for c in graph.all_cuts() if c.kind == "explicit"]
     stops = {c.index for c in cuts}
     grads = model.tape.backward(model.losses["loss"], keep=stops)
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: True)
     plain, twice = (cutnorms.cut_norms(m, grads, cuts, stops) for m in (model, aliased))
-    monkeypatch.setattr(cutnorms, "sweep_rows", lambda *args: None)
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: False)
     twice_apart = cutnorms.cut_norms(aliased, grads, cuts, stops)
     for cut, norm in plain[0].items():
         assert twice[0][cut] >= norm
@@ -209,8 +211,22 @@ def test_cut_norms_count_a_tensor_under_two_names_twice_and_sum_it_once(write_mo
 def test_cut_norms_of_shipped_models_from_one_walk_equal_one_sweep_per_stop(path, monkeypatch):
     from gradflow.analysis import cutnorms
     model = gradflow.load(path, dims={"batch": 4} if "batch" in path.read_text() else None)
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: True)
     together = numbers(gradflow.analyze(model))
-    monkeypatch.setattr(cutnorms, "sweep_rows", lambda *args: None)
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: False)
     apart = numbers(gradflow.analyze(model))
     for (*where, got), (_, _, want) in zip(together, apart, strict=True):
         assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where
+
+
+def test_a_lone_tower_is_swept_per_stop_and_a_shared_trunk_walked_together(write_model, monkeypatch):
+    from gradflow.analysis import cutnorms
+    chosen = []
+    real = cutnorms.together_pays
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: chosen.append(real(*args)) or chosen[-1])
+    deep = ["gradflow: 1", "params:", "  w: {shape: [4]}", "  v: {shape: [4]}", "graph:", "  h0: w", "  k0: v"]
+    deep += [f"  h{i + 1}: tanh(h{i})\n  k{i + 1}: sin(k{i})" for i in range(300)]
+    deep += ["  loss: sum(stop_gradient(h300) * h300 + stop_gradient(k300) * k300)", "losses: [loss]"]
+    gradflow.analyze(gradflow.load(write_model("\n".join(deep) + "\n")))   # two towers, nothing shared
+    gradflow.analyze(gradflow.load(write_model(BRANCHES)))
+    assert chosen == [False, True]

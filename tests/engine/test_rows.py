@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape, quiet
-from gradflow.engine.rows import STACKABLE, stacks, sweep_rows
+from gradflow.engine.rows import STACKABLE, plan, stacks, sweep_rows
 from test_ops import CASES  # pytest puts this directory on sys.path
 
 
@@ -23,7 +23,8 @@ def every_index(tape: Tape) -> list:
 def assert_rows_match_own_sweeps(tape: Tape, seeds: list, exact: bool = True) -> None:
     """Each seed's rows at the leaves equal a sweep of its own, bit for bit (or to 1e-12)."""
     with quiet():
-        leaves = sweep_rows(tape.nodes, seeds, every_index(tape))
+        walk = plan(tape.nodes, [node for _, node, _ in seeds], every_index(tape))
+        leaves = sweep_rows(tape.nodes, seeds, walk.waves)
         for key, node, g in seeds:
             own = tape.sweep(None, seeds={node: g})
             for leaf in (n for n in tape.nodes if n.op is None and n.requires_grad):
@@ -111,12 +112,23 @@ def test_rows_of_non_finite_gradients_match_own_sweeps():
     assert_rows_match_own_sweeps(tape, seeds)
 
 
-def test_sweep_rows_refuses_past_its_limit_of_visits():
+def test_plan_counts_the_visits_of_one_sweep_per_seed_and_refuses_past_its_limit():
     tape = Tape()
     h = tape.param(np.ones(3))
     for _ in range(9):
         h = tape.apply("tanh", h)                  # 10 nodes: a seed at the top visits 10
-    seeds = [(0, h, np.ones(3)), (1, h.parents[0], np.ones(3))]   # 10 + 9 visits in all
-    with quiet():
-        assert sweep_rows(tape.nodes, seeds, every_index(tape), limit=18) is None
-        assert sweep_rows(tape.nodes, seeds, every_index(tape), limit=19) is not None
+    sources = [h, h.parents[0]]                    # 10 + 9 visits in all
+    assert plan(tape.nodes, sources, every_index(tape), limit=18) is None
+    walk = plan(tape.nodes, sources, every_index(tape), limit=19)
+    assert walk.visits == 19 and walk.groups == 9
+    assert walk.waves == [[i] for i in range(9, -1, -1)]
+
+
+def test_plan_puts_a_node_past_every_node_it_feeds():
+    tape = Tape()
+    x = tape.param(np.ones(3))
+    a = tape.apply("tanh", x)
+    b = tape.apply("exp", a)
+    c = a * b                                      # a feeds c directly and through b
+    walk = plan(tape.nodes, [c], every_index(tape))
+    assert walk.waves == [[c.index], [b.index], [a.index], [x.index]]
