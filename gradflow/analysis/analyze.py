@@ -153,7 +153,7 @@ def stop_reports(graph, stop_cuts: dict) -> list:
             names = sorted(flow.behind.get(cut, ()), key=position.__getitem__)   # in file order
             blocks = [n for n in names if graph.params[n].index not in flow.open]
             partial = [n for n in names if graph.params[n].index in flow.open]
-            norm = None if norms is None or cut.kind != "explicit" else norms.get(cut, 0.0)
+            norm = None if norms is None or cut.kind != "explicit" else norms.get(index, 0.0)
             per_loss[loss_name] = {"blocks": blocks, "partial": partial, "cut_norm": norm}
         redundant = cut.kind == "explicit" and not any(v["blocks"] or v["partial"] for v in per_loss.values())
         reports.append(StopReport(cut, per_loss, redundant))

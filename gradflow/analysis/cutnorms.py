@@ -24,8 +24,9 @@ CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many 
 
 
 def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]:
-    """Each stop's cut_norm: 0.0 where no gradient reaches the stop, None past the budget
-    (not computed, as in structural mode).
+    """Each stop's cut_norm, by the stop's tape index (an int: no hashing of a Cut per stop):
+    0.0 where no gradient reaches the stop, None past the budget (not computed, as in
+    structural mode).
 
     Also the sum of those sweeps, which is the counterfactual sweep when each stop was swept,
     none lies above another (a sweep would stop there, the counterfactual one passes) and every
@@ -35,7 +36,7 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
         stop = nodes[cut.index]
         g, source = grads[cut.index] if cut.index < len(grads) else None, stop.parents[0]
         if g is None or not source.requires_grad:
-            norms[cut] = 0.0
+            norms[cut.index] = 0.0
         else:
             seeded.append((cut, source, g))
     budget = CUT_NORM_PASSES * len(nodes)
@@ -67,7 +68,7 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
         for keys, rows, span in leaves.get(t.index, ()):
             for key, square in zip(keys, row_squares(rows, span, blocks)):
                 squares[key] += square
-    norms = {cut: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
+    norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
     if not apart or not all(map(math.isfinite, squares)):
         return norms, None
     total = [None] * len(model.tape.nodes)
@@ -110,11 +111,11 @@ def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[
         order = ancestors([source]) if budget > 0 else ()
         budget -= len(order)
         if budget < 0 or not order:
-            norms[cut], total = None, None
+            norms[cut.index], total = None, None
             continue
         found = params.among(order)
         swept = tape.sweep(None, seeds={source: g}, order=order)
-        norms[cut] = norm = params_norm(swept, found)
+        norms[cut.index] = norm = params_norm(swept, found)
         if total is not None and math.isfinite(norm) and stops.isdisjoint(order):
             for i in dict.fromkeys(t.index for t in found):   # a tensor under two names: once
                 add_into(total, i, swept[i])
