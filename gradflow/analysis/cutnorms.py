@@ -52,12 +52,16 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
     return norms, None if total is None else ({cut.index for cut, _, _ in seeded}, total)
 
 
+ROWS_HELD = 256 * 1024 ** 2   # bytes of gradient rows the walk may hold; a sweep at a time holds one
+
+
 def together_pays(walk, nodes: int, stops: int) -> bool:
     """Whether one walk for all stops costs less than a sweep per stop, by a rough count in
     microseconds: the walk pays per node and per call (a call serves a wave's nodes of one op),
     a sweep per visit and per stop. A lone tower of nodes is swept as before; a trunk shared by
-    many stops, stops above stops, or parallel branches of one shape are walked together."""
-    return 8 * walk.groups + 2 * nodes < 5 * walk.visits + 40 * stops
+    many stops, stops above stops, or parallel branches of one shape are walked together, unless
+    their rows (a parameter's gradient for every stop above it) would not fit in ROWS_HELD."""
+    return 8 * walk.groups + 2 * nodes < 5 * walk.visits + 40 * stops and walk.held <= ROWS_HELD
 
 
 def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:

@@ -123,6 +123,7 @@ class Plan(NamedTuple):
     waves: list      # the indices of the walk, in waves
     visits: int      # nodes that one sweep per seed, over its ancestors, would visit in all
     groups: int      # (wave, op) pairs: about how many calls the walk makes
+    held: int        # bytes of rows at most: at every leaf (kept to the end), at the widest op node
 
 
 def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | None:
@@ -130,7 +131,7 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
     covering every ancestor of the sources); None past ``limit`` visits. A node's bits say
     which sources lie below it (each sets one); its wave is one past the latest wave it feeds,
     so the nodes of one wave are independent."""
-    masks, waves_of, waves, visits, groups = {}, {}, [], 0, set()
+    masks, waves_of, waves, visits, groups, leaves, widest = {}, {}, [], 0, set(), 0, 0
     limit = math.inf if limit is None else limit
     for k, node in enumerate(sources):
         masks[node.index] = masks.get(node.index, 0) | 1 << k
@@ -144,9 +145,13 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
             waves.append([i])
         else:
             waves[wave].append(i)
-        node = nodes[i]
-        if node.op is not None:
+        node, count = nodes[i], mask.bit_count()
+        if node.op is None:
+            leaves += count * node.size * node.dtype.itemsize
+        else:
             groups.add((wave, node.op.name))
+            if count > 1:
+                widest = max(widest, count * node.size * node.dtype.itemsize)
         for parent in node.parents:
             if parent.requires_grad:
                 j = parent.index
@@ -156,7 +161,7 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
                         waves_of[j] = wave + 1
                 else:
                     masks[j], waves_of[j] = mask, wave + 1
-    return Plan(waves, visits, len(groups))
+    return Plan(waves, visits, len(groups), leaves + widest)
 
 
 def kind_of(node):

@@ -230,3 +230,14 @@ def test_a_lone_tower_is_swept_per_stop_and_a_shared_trunk_walked_together(write
     gradflow.analyze(gradflow.load(write_model("\n".join(deep) + "\n")))   # two towers, nothing shared
     gradflow.analyze(gradflow.load(write_model(BRANCHES)))
     assert chosen == [False, True]
+
+
+def test_stops_above_stops_over_large_tensors_are_swept_one_at_a_time(write_model, monkeypatch):
+    from gradflow.analysis import cutnorms
+    chosen = []
+    real = cutnorms.together_pays
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: chosen.append(real(*args)) or chosen[-1])
+    gradflow.analyze(gradflow.load(write_model(CHAIN)))
+    monkeypatch.setattr(cutnorms, "ROWS_HELD", 6 * 4 * 8)    # six stops' rows of w, no room for more
+    gradflow.analyze(gradflow.load(write_model(CHAIN)))
+    assert chosen == [True, False]

@@ -121,6 +121,7 @@ def test_plan_counts_the_visits_of_one_sweep_per_seed_and_refuses_past_its_limit
     assert plan(tape.nodes, sources, every_index(tape), limit=18) is None
     walk = plan(tape.nodes, sources, every_index(tape), limit=19)
     assert walk.visits == 19 and walk.groups == 9
+    assert walk.held == 2 * 3 * 8 + 2 * 3 * 8     # both seeds' rows: at the leaf, at the widest op
     assert walk.waves == [[i] for i in range(9, -1, -1)]
 
 
