@@ -7,14 +7,11 @@ the result into findings (``rules.py``).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from gradflow.analysis.flow import Graph
-from gradflow.analysis.numeric import (
-    ParamsAmong, ancestors, dies_at, grad_at, grad_stats, params_norm, squared_norm,
-)
+from gradflow.analysis.cutnorms import cut_norms
+from gradflow.analysis.numeric import ancestors, dies_at, grad_stats, squared_norm
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import evaluate
 from gradflow.analysis.settings import Settings, settings_for
@@ -126,66 +123,24 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
     nodes above the stops: exact, and a fraction of a whole extra backward pass.
     ``extra`` (stop indices, their sweeps' sum), when it covers the same stops, is that result.
     """
-    seeds, seeded = {}, set()
-    for stop in stops:
-        g, source = grad_at(grads, stop), stop.parents[0]
-        if g is not None and source.requires_grad:
-            seeds[source] = g if source not in seeds else seeds[source] + g
-            seeded.add(stop.index)
-    if extra is not None and extra[0] == seeded:
+    reached = [s for s in stops if s.index < len(grads) and grads[s.index] is not None and s.parents[0].requires_grad]
+    if extra is not None and extra[0] == {s.index for s in reached}:
         extra = extra[1]
     else:
+        seeds = {}
+        for stop in reached:
+            g, source = grads[stop.index], stop.parents[0]
+            seeds[source] = g if source not in seeds else seeds[source] + g
         extra = model.tape.sweep(None, through={s.index for s in stops}, seeds=seeds,
-                      order=ancestors(seeds)) if seeds else []
-    for name, t in model.params.items():
-        plain, more, pair = grad_at(grads, t), grad_at(extra, t), pairs[name][loss_name]
+                                 order=ancestors(seeds)) if seeds else []
+    for name, t in model.params.items():   # grad_at inlined: this runs per parameter
+        i, pair = t.index, pairs[name][loss_name]
+        plain, more = grads[i] if i < len(grads) else None, extra[i] if i < len(extra) else None
         if more is None and plain is not None and pair.status in ("flows", "zero"):
             pair.counterfactual_norm = pair.norm     # no stop above: the norm of the same array
             continue
         total = plain if more is None else more if plain is None else plain + more
         pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
-
-
-CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
-
-
-def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, list | None]:
-    """Each stop's cut_norm, while the sweeps stay within CUT_NORM_PASSES passes over the
-    tape: each sweep covers the stop's ancestors, so thousands of stops in one chain
-    would be quadratic. Stops past the budget get None (not computed), as in structural mode.
-
-    Also the sum of those sweeps, which is the counterfactual sweep when each stop was swept,
-    none lies above another (a sweep would stop there, the counterfactual one passes) and every
-    sweep is finite (so sums of infinities cannot differ): (stop indices swept, sum); else None."""
-    nodes, tape = model.tape.nodes, model.tape
-    budget, norms, params = CUT_NORM_PASSES * len(nodes), {}, ParamsAmong(model.params)
-    total, swept_stops = [None] * len(nodes), set()
-    for cut in cuts:
-        stop = nodes[cut.index]
-        g, source = grad_at(grads, stop), stop.parents[0]
-        if g is None or not source.requires_grad:
-            norms[cut] = 0.0
-            continue
-        order = ancestors([source]) if budget > 0 else ()
-        budget -= len(order)
-        if budget < 0 or not order:
-            norms[cut], total = None, None
-            continue
-        found = params.among(order)
-        swept = tape.sweep(None, seeds={source: g}, order=order)
-        norms[cut] = norm = params_norm(swept, found)
-        if total is not None and math.isfinite(norm) and stops.isdisjoint(order):
-            swept_stops.add(cut.index)
-            for i in dict.fromkeys(t.index for t in found):   # a tensor under two names: once
-                add_into(total, i, swept[i])
-        else:
-            total = None
-    return norms, None if total is None else (swept_stops, total)
-
-
-def add_into(grads: list, index: int, g) -> None:
-    if g is not None:
-        grads[index] = g if grads[index] is None else grads[index] + g
 
 
 def stop_reports(graph, stop_cuts: dict) -> list:
@@ -199,7 +154,7 @@ def stop_reports(graph, stop_cuts: dict) -> list:
             names = sorted(flow.behind.get(cut, ()), key=position.__getitem__)   # in file order
             blocks = [n for n in names if graph.params[n].index not in flow.open]
             partial = [n for n in names if graph.params[n].index in flow.open]
-            norm = None if norms is None or cut.kind != "explicit" else norms.get(cut, 0.0)
+            norm = None if norms is None or cut.kind != "explicit" else norms.get(index, 0.0)
             per_loss[loss_name] = {"blocks": blocks, "partial": partial, "cut_norm": norm}
         redundant = cut.kind == "explicit" and not any(v["blocks"] or v["partial"] for v in per_loss.values())
         reports.append(StopReport(cut, per_loss, redundant))

@@ -1,0 +1,133 @@
+"""Each explicit stop's cut_norm, and the sum of the sweeps behind them.
+
+A stop's cut_norm is the parameter norm of one exact backward sweep, seeded at the
+stop's input with the gradient the plain pass brought to the stop, over that input's
+ancestors. The sweeps together stay within CUT_NORM_PASSES passes over the tape: each
+covers the stop's ancestors, so thousands of stops in one chain would be quadratic.
+
+Two ways to the same numbers. When every sweep fits the budget and sharing makes it pay,
+all of them run as one walk (``engine.rows``): a trunk many stops share is walked once,
+their gradients stacked there. Otherwise one sweep per stop, in order, until the budget
+runs out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squared_norm
+from gradflow.engine.rows import plan, sweep_rows
+
+CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
+
+
+def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]:
+    """Each stop's cut_norm, by the stop's tape index (an int: no hashing of a Cut per stop):
+    0.0 where no gradient reaches the stop, None past the budget (not computed, as in
+    structural mode).
+
+    Also the sum of those sweeps, which is the counterfactual sweep when each stop was swept,
+    none lies above another (a sweep would stop there, the counterfactual one passes) and every
+    sweep is finite (so sums of infinities cannot differ): (stop indices swept, sum); else None."""
+    nodes, norms, seeded = model.tape.nodes, {}, []
+    for cut in cuts:
+        stop = nodes[cut.index]
+        g, source = grads[cut.index] if cut.index < len(grads) else None, stop.parents[0]
+        if g is None or not source.requires_grad:
+            norms[cut.index] = 0.0
+        else:
+            seeded.append((cut, source, g))
+    budget = CUT_NORM_PASSES * len(nodes)
+    sources = [source for _, source, _ in seeded]
+    order = ancestors(sources) if len(seeded) > 1 else ()
+    walk = plan(nodes, sources, order, budget) if order else None
+    if walk is not None and together_pays(walk, len(order), len(seeded)):
+        leaves = sweep_rows(nodes, [(k, source, g) for k, (_, source, g) in enumerate(seeded)], walk.waves)
+        found, total = sums_of_rows(model, seeded, leaves, stops.isdisjoint(order))
+    else:
+        found, total = cut_norms_one_by_one(model, seeded, stops, budget)
+    norms.update(found)
+    return norms, None if total is None else ({cut.index for cut, _, _ in seeded}, total)
+
+
+ROWS_HELD = 256 * 1024 ** 2   # bytes of gradient rows the walk may hold; a sweep at a time holds one
+
+
+def together_pays(walk, nodes: int, stops: int) -> bool:
+    """Whether one walk for all stops costs less than a sweep per stop, by a rough count in
+    microseconds: the walk pays per node and per call (a call serves a wave's nodes of one op),
+    a sweep per visit and per stop. A lone tower of nodes is swept as before; a trunk shared by
+    many stops, stops above stops, or parallel branches of one shape are walked together, unless
+    their rows (a parameter's gradient for every stop above it) would not fit in ROWS_HELD."""
+    return 8 * walk.groups + 2 * nodes < 5 * walk.visits + 40 * stops and walk.held <= ROWS_HELD
+
+
+def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:
+    """Each seeded stop's cut_norm from its rows at the parameters; the sum of the stops' sweeps,
+    or None (``apart``: no stop lies above another)."""
+    squares, blocks = [0.0] * len(seeded), {}
+    for t in model.params.values():       # in the model's order, as each stop's own sum
+        for keys, rows, span in leaves.get(t.index, ()):
+            for key, square in zip(keys, row_squares(rows, span, blocks)):
+                squares[key] += square
+    norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
+    if not apart or not all(map(math.isfinite, squares)):
+        return norms, None
+    total = [None] * len(model.tape.nodes)
+    for i in dict.fromkeys(t.index for t in model.params.values()):   # a tensor under two names: once
+        if i in leaves:
+            # In the stops' order, one after another: as one stop's sweep was added after another's.
+            pieces = leaves[i]
+            if len(pieces) == 1 and len(pieces[0][0]) == 1:
+                total[i] = pieces[0][1][0]
+                continue
+            for _, row in sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)]):
+                add_into(total, i, row)
+    return norms, total
+
+
+def row_squares(rows, span, blocks: dict) -> list:
+    """Each row's sum of squares (in float64); rows that lie in a larger block (``span``) are
+    read off that block's, computed once (``blocks``) for all the leaves whose rows it holds."""
+    if span is None:
+        return squares_of(rows)
+    block, start = span
+    done = blocks.get(id(block))
+    if done is None:
+        done = blocks[id(block)] = squares_of(block)
+    return done[start:start + len(rows)]
+
+
+def squares_of(rows) -> list:
+    flat = rows.reshape(len(rows), -1)
+    if flat.dtype != np.float64:
+        flat = flat.astype(np.float64)
+    return np.einsum("ij,ij->i", flat, flat).tolist()
+
+
+def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[dict, list | None]:
+    """One sweep per seeded stop while the budget lasts; the sum of the sweeps, or None."""
+    tape, norms, params = model.tape, {}, ParamsAmong(model.params)
+    total = [None] * len(tape.nodes)
+    for cut, source, g in seeded:
+        order = ancestors([source]) if budget > 0 else ()
+        budget -= len(order)
+        if budget < 0 or not order:
+            norms[cut.index], total = None, None
+            continue
+        found = params.among(order)
+        swept = tape.sweep(None, seeds={source: g}, order=order)
+        norms[cut.index] = norm = params_norm(swept, found)
+        if total is not None and math.isfinite(norm) and stops.isdisjoint(order):
+            for i in dict.fromkeys(t.index for t in found):   # a tensor under two names: once
+                add_into(total, i, swept[i])
+        else:
+            total = None
+    return norms, total
+
+
+def add_into(grads: list, index: int, g) -> None:
+    if g is not None:
+        grads[index] = g if grads[index] is None else grads[index] + g
