@@ -206,15 +206,17 @@ class Tape:
         held. Nodes in ``keep_values`` (a model's named entries) always hold theirs.
         If a forward raises, ``failed`` is the node it was computing.
         """
-        readers, node = None, None
+        readers, made, node = None, set(), None
+        mark = made.add   # what this run computes: a value set before it is not its to write over
         try:
             for node in self.nodes:
                 if node.value is None and node.op is not None:
+                    mark(node.index)
                     parents, attrs, op = node.parents, node.attrs, node.op  # as in apply: no empty **
                     values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
                     if op.reuses and not attrs and node.size * node.dtype.itemsize >= REUSE_BYTES:
                         readers = readers or self.readers()
-                        value = self.forward_over(node, values, readers)
+                        value = self.forward_over(node, values, readers, made)
                     else:
                         value = op.forward(*values, **attrs) if attrs else op.forward(*values)
                     node.value = value if value.dtype is node.dtype or value.dtype == node.dtype else value.astype(node.dtype)
@@ -230,14 +232,15 @@ class Tape:
                 counts[p.index] += 1
         return counts
 
-    def forward_over(self, node: Tensor, values: tuple, readers: list):
+    def forward_over(self, node: Tensor, values: tuple, readers: list, made: set):
         """``node``'s forward, written over the buffer of an input that no one needs after it
-        when there is one (see ``run``): an op value of the node's own dtype and shape, whose
-        array that op made (not an input of its own passed on, not a view), read by this
-        node alone, once, and read by no rule: neither the node's (``Op.reuses``) nor its own."""
+        when there is one (see ``run``): an op value of the node's own dtype and shape, that
+        this run made (``made``) and whose array that op made (not an input of its own passed
+        on, not a view), read by this node alone, once, and read by no rule: neither the
+        node's (``Op.reuses``) nor its own."""
         for k, p in enumerate(node.parents):
             v = values[k]
-            if (readers[p.index] == 1 and p.op is not None and p.op.kind == "differentiable"
+            if (readers[p.index] == 1 and p.index in made and p.op.kind == "differentiable"
                     and "ans" not in p.op.reads and p.index not in self.keep_values
                     and v.base is None and v.flags.writeable and v.shape == node.shape
                     and all(x.dtype == node.dtype for x in values)

@@ -66,12 +66,15 @@ def recorded(dtype):
     n["frozen"] = tape.apply(frozen, x @ v) + b       # an array its maker made read-only
     n["kept"] = x @ v
     n["after_kept"] = n["kept"] - b
+    n["preset"] = x @ w                               # a value given before the run: not the run's own
+    n["after_preset"] = n["preset"] + b
     n["int"] = tape.leaf(np.arange(256), dtype=np.int64)
     n["mixed"] = x @ w
     n["with_int"] = n["mixed"] + n["int"]             # an input of another dtype: no reuse
-    parts = [n[k] for k in ("u", "t", "neg", "same", "after_cut", "view", "frozen", "after_kept", "with_int")]
+    parts = [n[k] for k in ("u", "t", "neg", "same", "after_cut", "view", "frozen", "after_kept", "after_preset", "with_int")]
     loss = tape.apply("mean", tape.apply("concat", *parts, axis=0))
     tape.keep_values = {n["kept"].index}
+    n["preset"].value = np.full(n["preset"].shape, 0.5, dtype)
     return tape, n, loss
 
 
