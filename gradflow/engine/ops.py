@@ -39,7 +39,7 @@ from gradflow.engine.kernels import (
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
     extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
     matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, norm_vjp, normalised, pool_windows,
-    pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp,
+    pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp, tanh_vjp,
     transpose_vjp, var_vjp,
 )
 from gradflow.engine.kernels_nn import (
@@ -205,7 +205,7 @@ defop("abs", forward=np.abs, vjps=(lambda g, ans, x: g * np.sign(x),),
       doc="|x|; gradient 0 at x == 0", **_EW)
 defop("sin", forward=np.sin, vjps=(lambda g, ans, x: g * np.cos(x),), doc="sine", **_EW)
 defop("cos", forward=np.cos, vjps=(lambda g, ans, x: -g * np.sin(x),), doc="cosine", **_EW)
-defop("tanh", forward=np.tanh, vjps=(lambda g, ans, x: g * (1 - ans * ans),),
+defop("tanh", forward=np.tanh, vjps=(tanh_vjp,),
       doc="hyperbolic tangent", reads=("ans",), **_EW)
 defop("sigmoid", forward=sigmoid, vjps=(lambda g, ans, x: g * ans * (1 - ans),),
       doc="1 / (1 + e ** -x), computed without overflow", reads=("ans",), **_EW)

@@ -219,7 +219,8 @@ class Tape:
                         value = self.forward_over(node, values, readers, made)
                     else:
                         value = op.forward(*values, **attrs) if attrs else op.forward(*values)
-                    node.value = value if value.dtype is node.dtype or value.dtype == node.dtype else value.astype(node.dtype)
+                    same = value.dtype is node.dtype or value.dtype == node.dtype
+                    node.value = value if same else value.astype(node.dtype)
         except Exception:
             self.failed = node
             raise

@@ -1,5 +1,6 @@
 """Tape.run writing an op's result over an input that no one needs after it: what Op.reads
-promises, and a reusing run against a run that allocates every value."""
+promises, and a reusing run against a run that allocates every value; a rule that computes
+in one temporary against its formula."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 import gradflow.engine.tape as tape_module
 from gradflow.engine import OPS, Tape
+from gradflow.engine.kernels import tanh_vjp
 from test_ops import all_cases, eager_output  # pytest puts this directory on sys.path
 
 NARROW = [p for p in all_cases() if OPS[p.values[0]].reads != ("ans", "inputs")]
@@ -109,3 +111,21 @@ def test_run_names_the_node_whose_forward_failed_after_reusing_buffers(monkeypat
         tape.run()
     assert tape.failed is bad
     assert tape.nodes[h.parents[0].index].value is None   # a reused buffer: None, yet not the one named
+
+
+@pytest.mark.parametrize("g_dtype,ans_dtype,g_shape,ans_shape", [
+    (np.float64, np.float64, (3, 4), (3, 4)), (np.float32, np.float32, (3, 4), (3, 4)),
+    (np.float64, np.float32, (3, 4), (3, 4)), (np.float32, np.float64, (3, 4), (3, 4)),
+    (np.float64, np.float64, (), ()), (np.float64, np.float64, (3, 4), (1, 4)),
+])
+def test_tanh_rule_in_one_temporary_gives_the_numbers_of_its_formula(g_dtype, ans_dtype, g_shape, ans_shape):
+    rng = np.random.default_rng(2)
+    ans = np.tanh(rng.normal(size=ans_shape) * 3).astype(ans_dtype)
+    g = rng.normal(size=g_shape).astype(g_dtype)
+    if g.ndim:
+        g[0, :2] = np.inf, np.nan
+    before = ans.copy()
+    got, want = tanh_vjp(g, ans, None), g * (1 - ans * ans)
+    assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(ans, before)
