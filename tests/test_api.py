@@ -95,3 +95,17 @@ def test_model_error_has_its_place():
         gradflow.load(MODELS.parent / "tests" / "models" / "invalid" / "string_dim.yaml")
     assert (e.value.line, e.value.col) == (6, 10) and e.value.path.endswith("string_dim.yaml")
     assert "unknown dim 'x'" in e.value.message
+
+
+def test_named_values_are_held_where_the_forward_reuses_buffers(write_model, monkeypatch):
+    import gradflow.engine.tape as tape_module
+    monkeypatch.setattr(tape_module, "REUSE_BYTES", 0)
+    model = gradflow.load(write_model("gradflow: 1\ninputs:\n  x: {shape: [4, 3]}\nparams:\n  w: {shape: [3, 3]}\n"
+                                      "  b: {shape: [3]}\ngraph:\n  m: x @ w\n  h: tanh(m + b) + b\n"
+                                      "  loss: sum(h)\nlosses: [loss]\n"))
+    gradflow.analyze(model)
+    x, w, b = (model.inputs["x"].value, model.params["w"].value, model.params["b"].value)
+    np.testing.assert_array_equal(model.entries["m"].value, x @ w)
+    np.testing.assert_array_equal(model.entries["h"].value, np.tanh(x @ w + b) + b)
+    dropped = [n.op.name for n in model.tape.nodes if n.op is not None and n.value is None]
+    assert dropped == ["add"]      # m + b, inside h's expression: tanh wrote over it

@@ -13,6 +13,7 @@ from gradflow.analysis.flow import cut_of
 
 
 BLOCK = 1 << 16   # entries per block of a large gradient: one read from memory serves every pass
+MAX, MIN = np.maximum.reduce, np.minimum.reduce
 
 
 def grad_stats(g) -> dict:
@@ -27,16 +28,24 @@ def grad_stats(g) -> dict:
     if not g.size:
         return {"norm": 0.0, "max_abs": 0.0, "zero_fraction": 1.0, "nonfinite": 0}
     flat = g.reshape(-1)
-    squares, high, low, zeros = 0.0, None, None, 0
+    squares, highs, lows, zeros = 0.0, [], [], 0
+    # Scratch for one block, made once: zeros are counted on a mask (much faster than
+    # count_nonzero on floats), float32 squares are summed in float64.
+    wide = None if flat.dtype == np.float64 else np.empty(min(BLOCK, flat.size))
+    hits = np.empty(min(BLOCK, flat.size), dtype=bool)
     for start in range(0, flat.size, BLOCK):
         part = flat[start:start + BLOCK]
-        squares += squared_norm(part)
-        high = part.max() if high is None else max(high, part.max())
-        low = part.min() if low is None else min(low, part.min())
-        zeros += part.size - np.count_nonzero(part)
+        if part.size < hits.size:   # the last block
+            hits, wide = hits[:part.size], None if wide is None else wide[:part.size]
+        if wide is not None:
+            np.copyto(wide, part)
+        squares += float(np.dot(part, part) if wide is None else np.dot(wide, wide))
+        highs.append(MAX(part))     # the ufuncs' reduce: no Python layer per block
+        lows.append(MIN(part))
+        zeros += np.count_nonzero(np.equal(part, 0, out=hits))
     norm = squares ** 0.5
     if math.isfinite(norm):
-        nonfinite, max_abs = 0, float(max(high, -low))
+        nonfinite, max_abs = 0, float(max(max(highs), -min(lows)))
     else:
         nonfinite = int(g.size - np.count_nonzero(np.isfinite(g)))
         max_abs = float(np.max(np.abs(g)))

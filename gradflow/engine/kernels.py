@@ -50,6 +50,16 @@ def sigmoid(x):
     return np.exp(-np.logaddexp(0, -x))  # no overflow for large |x|
 
 
+def tanh_vjp(g, ans, x):
+    """g * (1 - ans * ans), in one temporary where it can hold the result (the same numbers):
+    on a large layer each fresh temporary costs more than its arithmetic."""
+    t = ans * ans
+    if t.__class__ is not np.ndarray or t.dtype != g.dtype or t.shape != np.shape(g):
+        return g * (1 - t)
+    np.subtract(1, t, out=t)
+    return np.multiply(g, t, out=t)
+
+
 GELU_C = math.sqrt(2 / math.pi)
 
 

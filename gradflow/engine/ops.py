@@ -39,7 +39,7 @@ from gradflow.engine.kernels import (
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
     extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
     matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, norm_vjp, normalised, pool_windows,
-    pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp,
+    pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp, tanh_vjp,
     transpose_vjp, var_vjp,
 )
 from gradflow.engine.kernels_nn import (
@@ -79,15 +79,19 @@ class Op:
     derivative: bool = True          # False: the rule deliberately is not the forward's derivative
     gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
     scratch: Callable | None = None  # scratch(out_shape, *input_shapes, **attrs): elements of its largest temporary
+    reads: tuple[str, ...] = ("ans", "inputs")   # the values its rules read; a value no rule reads need not be held
     variadic: bool = field(init=False, repr=False)  # takes a list of tensors (inputs == ("*xs",))
     plain: bool = field(init=False, repr=False)     # no attributes to bind, no integer inputs to check
     numbered: tuple = field(init=False, repr=False)  # ((0, vjp0), (1, vjp1), ...): the sweep's loop, made once
+    reuses: bool = field(init=False, repr=False)    # a ufunc whose rules read no input: may write over one (Tape.run)
 
     def __post_init__(self):
         # Stored, not computed: the tape asks for every node.
         object.__setattr__(self, "variadic", self.inputs[:1] == ("*xs",))
         object.__setattr__(self, "plain", not self.attrs and not self.int_inputs)
         object.__setattr__(self, "numbered", tuple(enumerate(self.vjps)))
+        object.__setattr__(self, "reuses", isinstance(self.forward, np.ufunc) and self.forward.nout == 1
+                           and "inputs" not in self.reads)
 
     @property
     def signature(self) -> str:
@@ -176,36 +180,36 @@ def defop(name, group, inputs, forward, vjps, shape, doc, **kw) -> None:
 # ================================================================ arithmetic
 _BIN = dict(group="arithmetic", inputs=("a", "b"), shape=broadcast_shape)
 defop("add", forward=np.add, vjps=(lambda g, ans, a, b: g, lambda g, ans, a, b: g),
-      doc="a + b", **_BIN)
+      doc="a + b", reads=(), **_BIN)
 defop("sub", forward=np.subtract, vjps=(lambda g, ans, a, b: g, lambda g, ans, a, b: -g),
-      doc="a - b", **_BIN)
+      doc="a - b", reads=(), **_BIN)
 defop("mul", forward=np.multiply, vjps=(lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a),
-      doc="a * b", **_BIN)
+      doc="a * b", reads=("inputs",), **_BIN)
 defop("div", forward=np.divide,
       vjps=(lambda g, ans, a, b: g / b, lambda g, ans, a, b: -g * ans / b),
       doc="a / b", out="float", **_BIN)
 defop("pow", forward=np.power, vjps=(pow_vjp_base, pow_vjp_exponent),
       doc="a ** b", **_BIN)
 defop("matmul", "arithmetic", ("a", "b"), np.matmul, (matmul_vjp_a, matmul_vjp_b), matmul_shape,
-      "a @ b: matrix product, batched over leading axes (numpy rules)")
-defop("neg", "arithmetic", ("x",), np.negative, (lambda g, ans, x: -g,), same_shape, "-x")
+      "a @ b: matrix product, batched over leading axes (numpy rules)", reads=("inputs",))
+defop("neg", "arithmetic", ("x",), np.negative, (lambda g, ans, x: -g,), same_shape, "-x", reads=())
 
 # ================================================================ elementwise
 _EW = dict(group="elementwise", inputs=("x",), shape=same_shape, out="float")
-defop("exp", forward=np.exp, vjps=(lambda g, ans, x: g * ans,), doc="e ** x", **_EW)
+defop("exp", forward=np.exp, vjps=(lambda g, ans, x: g * ans,), doc="e ** x", reads=("ans",), **_EW)
 defop("log", forward=np.log, vjps=(lambda g, ans, x: g / x,), doc="natural logarithm", **_EW)
 defop("log1p", forward=np.log1p, vjps=(lambda g, ans, x: g / (1 + x),),
       doc="log(1 + x), accurate for small x", **_EW)
-defop("sqrt", forward=np.sqrt, vjps=(lambda g, ans, x: g / (2 * ans),), doc="square root", **_EW)
+defop("sqrt", forward=np.sqrt, vjps=(lambda g, ans, x: g / (2 * ans),), doc="square root", reads=("ans",), **_EW)
 defop("square", forward=np.square, vjps=(lambda g, ans, x: g * 2 * x,), doc="x * x", **_EW)
 defop("abs", forward=np.abs, vjps=(lambda g, ans, x: g * np.sign(x),),
       doc="|x|; gradient 0 at x == 0", **_EW)
 defop("sin", forward=np.sin, vjps=(lambda g, ans, x: g * np.cos(x),), doc="sine", **_EW)
 defop("cos", forward=np.cos, vjps=(lambda g, ans, x: -g * np.sin(x),), doc="cosine", **_EW)
-defop("tanh", forward=np.tanh, vjps=(lambda g, ans, x: g * (1 - ans * ans),),
-      doc="hyperbolic tangent", **_EW)
+defop("tanh", forward=np.tanh, vjps=(tanh_vjp,),
+      doc="hyperbolic tangent", reads=("ans",), **_EW)
 defop("sigmoid", forward=sigmoid, vjps=(lambda g, ans, x: g * ans * (1 - ans),),
-      doc="1 / (1 + e ** -x), computed without overflow", **_EW)
+      doc="1 / (1 + e ** -x), computed without overflow", reads=("ans",), **_EW)
 defop("relu", forward=lambda x: np.maximum(x, 0), vjps=(lambda g, ans, x: np.where(x <= 0, 0, g),),
       doc="max(x, 0); gradient 0 at x == 0", **_EW)
 defop("leaky_relu", forward=lambda x, slope=0.01: np.where(x > 0, x, x * slope),

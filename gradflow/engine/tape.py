@@ -102,6 +102,9 @@ def unbroadcast(grad, shape):
     return grad
 
 
+REUSE_BYTES = 1 << 18   # from this size a value's buffer is worth reusing (numpy's own bound for temporaries)
+
+
 class Tape:
     """A recording of tensors in creation order, with forward and backward sweeps."""
 
@@ -109,6 +112,8 @@ class Tape:
         self.dtype = np.dtype(dtype)
         self.eager = eager
         self.nodes: list[Tensor] = []
+        self.keep_values: frozenset[int] | set[int] = frozenset()   # nodes whose values run() always holds
+        self.failed: Tensor | None = None   # the node whose forward raised in run()
 
     # -- recording ---------------------------------------------------------
     def leaf(self, value=None, *, shape=None, dtype=None, requires_grad=False, meta=None) -> Tensor:
@@ -193,13 +198,57 @@ class Tape:
     # -- sweeps --------------------------------------------------------------
     @quietly
     def run(self) -> None:
-        """Compute every value still missing, front to back (lazy tapes)."""
+        """Compute every value still missing, front to back (lazy tapes).
+
+        As numpy reuses the temporary of ``h @ w`` for ``h @ w + b``, an op that may
+        (``Op.reuses``) writes its result over a large input that only it reads and that no
+        rule reads back, whose value then becomes None: no fresh memory to fault in, nor
+        held. Nodes in ``keep_values`` (a model's named entries) always hold theirs.
+        If a forward raises, ``failed`` is the node it was computing.
+        """
+        readers, made, node = None, set(), None
+        mark = made.add   # what this run computes: a value set before it is not its to write over
+        try:
+            for node in self.nodes:
+                if node.value is None and node.op is not None:
+                    mark(node.index)
+                    parents, attrs, op = node.parents, node.attrs, node.op  # as in apply: no empty **
+                    values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
+                    if op.reuses and not attrs and node.size * node.dtype.itemsize >= REUSE_BYTES:
+                        readers = readers or self.readers()
+                        value = self.forward_over(node, values, readers, made)
+                    else:
+                        value = op.forward(*values, **attrs) if attrs else op.forward(*values)
+                    same = value.dtype is node.dtype or value.dtype == node.dtype
+                    node.value = value if same else value.astype(node.dtype)
+        except Exception:
+            self.failed = node
+            raise
+
+    def readers(self) -> list:
+        """How many times each node is an input of another."""
+        counts = [0] * len(self.nodes)
         for node in self.nodes:
-            if node.value is None and node.op is not None:
-                parents, attrs = node.parents, node.attrs   # as in apply: no generator, no empty **
-                values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
-                value = node.op.forward(*values, **attrs) if attrs else node.op.forward(*values)
-                node.value = value if value.dtype is node.dtype or value.dtype == node.dtype else value.astype(node.dtype)
+            for p in node.parents:
+                counts[p.index] += 1
+        return counts
+
+    def forward_over(self, node: Tensor, values: tuple, readers: list, made: set):
+        """``node``'s forward, written over the buffer of an input that no one needs after it
+        when there is one (see ``run``): an op value of the node's own dtype and shape, that
+        this run made (``made``) and whose array that op made (not an input of its own passed
+        on, not a view), read by this node alone, once, and read by no rule: neither the
+        node's (``Op.reuses``) nor its own."""
+        for k, p in enumerate(node.parents):
+            v = values[k]
+            if (readers[p.index] == 1 and p.index in made and p.op.kind == "differentiable"
+                    and "ans" not in p.op.reads and p.index not in self.keep_values
+                    and v.base is None and v.flags.writeable and v.shape == node.shape
+                    and all(x.dtype == node.dtype for x in values)
+                    and not any(v is q.value for q in p.parents)):
+                p.value = None
+                return node.op.forward(*values, out=v)
+        return node.op.forward(*values)
 
     @quietly
     def backward(self, loss: Tensor, **options) -> list:

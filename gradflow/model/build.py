@@ -80,7 +80,8 @@ class Model:
         self.spec.expect = {k: v for k, v in self.spec.expect.items() if k in names}
 
     def materialize(self) -> None:
-        """Give every leaf its initial (or loaded) value and run the forward pass."""
+        """Give every leaf its initial (or loaded) value and run the forward pass (where a value
+        inside an expression is read by no gradient rule, the next op may write over it: see Tape.run)."""
         for name, tensor in {**self.inputs, **self.params}.items():
             if tensor.value is not None:
                 continue
@@ -100,8 +101,7 @@ class Model:
 
     def forward_error(self, error: Exception) -> ModelError:
         """The forward pass failed on something the shape rules let through: say where."""
-        node = next((n for n in self.tape.nodes if n.value is None and n.op is not None), None)
-        meta = getattr(node, "meta", None)
+        meta = getattr(self.tape.failed, "meta", None)
         if not isinstance(meta, NodeInfo):
             return ModelError(f"the forward pass failed: {error}", self.path, 1, 1)
         return ModelError(f"graph.{meta.entry} ({self.path}:{meta.line}): {meta.op} failed: {error}",
@@ -155,6 +155,7 @@ class Builder(ModuleCalls):
         model.entries = {n: tensors[n] for e in spec.graph for n in e.targets}
         for name, loss in spec.losses.items():
             model.losses[name] = self.loss_tensor(name, loss.place, tensors)
+        self.tape.keep_values = {t.index for t in model.entries.values()}   # what a name shows, it holds
         return model
 
     def loss_tensor(self, name: str, place: Place, tensors: dict) -> Tensor:

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import gradflow
+import gradflow.engine.tape as tape_module
 from gradflow.cli.main import cli
 from gradflow.errors import ModelError
 
@@ -75,3 +76,15 @@ def test_an_index_out_of_range_is_a_located_error(write_model, expression):
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert ":8:" in line and "is out of range for size" in line
+
+
+def test_a_failed_forward_names_its_op_where_earlier_buffers_were_reused(write_model, monkeypatch):
+    monkeypatch.setattr(tape_module, "REUSE_BYTES", 0)     # x @ w and the add give their buffers on
+    path = write_model("gradflow: 1\ninputs:\n  x: {shape: [4, 3]}\n  i: {value: [9], dtype: int}\n"
+                       "params:\n  w: {shape: [3, 3]}\ngraph:\n  h: take(tanh(x @ w + 1), i, axis=0)\n"
+                       "  loss: sum(h)\nlosses: [loss]\n")
+    model = gradflow.load(path)
+    with pytest.raises(ModelError) as e:
+        gradflow.analyze(model)
+    assert "take failed" in e.value.message and (e.value.line, e.value.col) == (8, 6)
+    assert any(n.op is not None and n.value is None for n in model.tape.nodes[:model.tape.failed.index])
