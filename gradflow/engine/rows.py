@@ -245,11 +245,13 @@ def side_by_side(batch: Pack, pending: dict) -> None:
     nodes, first, starts = batch.nodes, batch.nodes[0], batch.starts
     counts = [b - a for a, b in zip(starts, starts[1:])]
     alone = nodes.count(first) == len(nodes)          # Tensors compare by identity
-    ans = first.value if alone else stacked([node.value for node in nodes], counts, first.shape)
+    reads = first.op.reads   # values no rule reads are not stacked (nor held: see Tape.run)
+    ans = (None if "ans" not in reads else first.value if alone else
+           stacked([node.value for node in nodes], counts, first.shape))
     values, shared = [], []
     for k, parent in enumerate(first.parents):
         shared.append(alone or [node.parents[k] for node in nodes].count(parent) == len(nodes))
-        values.append(parent.value if shared[k] else
+        values.append(None if "inputs" not in reads else parent.value if shared[k] else
                       stacked([node.parents[k].value for node in nodes], counts, first.shape))
     for k, vjp in first.op.numbered_for(len(first.parents)):
         parent = first.parents[k]
