@@ -50,11 +50,16 @@ def sigmoid(x):
     return np.exp(-np.logaddexp(0, -x))  # no overflow for large |x|
 
 
+IN_PLACE = 1 << 14   # elements from which a rule's temporaries are worth reusing
+
+
 def tanh_vjp(g, ans, x):
     """g * (1 - ans * ans), in one temporary where it can hold the result (the same numbers):
-    on a large layer each fresh temporary costs more than its arithmetic."""
+    on a large layer each fresh temporary costs more than its arithmetic; on a small one
+    the tests for it cost more than the temporaries."""
     t = ans * ans
-    if t.__class__ is not np.ndarray or t.dtype != g.dtype or t.shape != np.shape(g):
+    if (t.size < IN_PLACE or t.__class__ is not np.ndarray or t.dtype != g.dtype
+            or t.shape != np.shape(g)):
         return g * (1 - t)
     np.subtract(1, t, out=t)
     return np.multiply(g, t, out=t)

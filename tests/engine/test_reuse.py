@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gradflow.engine.tape as tape_module
-from gradflow.engine import OPS, Tape
+from gradflow.engine import OPS, Tape, kernels
 from gradflow.engine.kernels import tanh_vjp
 from test_ops import all_cases, eager_output  # pytest puts this directory on sys.path
 
@@ -117,8 +117,12 @@ def test_run_names_the_node_whose_forward_failed_after_reusing_buffers(monkeypat
     (np.float64, np.float64, (3, 4), (3, 4)), (np.float32, np.float32, (3, 4), (3, 4)),
     (np.float64, np.float32, (3, 4), (3, 4)), (np.float32, np.float64, (3, 4), (3, 4)),
     (np.float64, np.float64, (), ()), (np.float64, np.float64, (3, 4), (1, 4)),
+    (np.float32, np.float32, (128, 160), (128, 160)),
 ])
-def test_tanh_rule_in_one_temporary_gives_the_numbers_of_its_formula(g_dtype, ans_dtype, g_shape, ans_shape):
+@pytest.mark.parametrize("in_place_from", [0, 1 << 14])   # every size, and only large ones
+def test_tanh_rule_in_one_temporary_gives_the_numbers_of_its_formula(g_dtype, ans_dtype, g_shape, ans_shape,
+                                                                     in_place_from, monkeypatch):
+    monkeypatch.setattr(kernels, "IN_PLACE", in_place_from)
     rng = np.random.default_rng(2)
     ans = np.tanh(rng.normal(size=ans_shape) * 3).astype(ans_dtype)
     g = rng.normal(size=g_shape).astype(g_dtype)
