@@ -14,6 +14,7 @@ from gradflow.analysis.flow import cut_of
 
 BLOCK = 1 << 16   # entries per block of a large gradient: one read from memory serves every pass
 MAX, MIN = np.maximum.reduce, np.minimum.reduce
+SMALL = 1 << 12   # entries up to which a gradient is taken whole, with no scratch arrays
 
 
 def grad_stats(g) -> dict:
@@ -28,9 +29,25 @@ def grad_stats(g) -> dict:
     if not g.size:
         return {"norm": 0.0, "max_abs": 0.0, "zero_fraction": 1.0, "nonfinite": 0}
     flat = g.reshape(-1)
+    if flat.size <= SMALL:   # one pass each and no scratch: making it would cost more
+        squares, high, low = squared_norm(flat), MAX(flat), MIN(flat)
+        zeros = flat.size - np.count_nonzero(flat)
+    else:
+        squares, high, low, zeros = block_sums(flat)
+    norm = squares ** 0.5
+    if math.isfinite(norm):
+        nonfinite, max_abs = 0, float(max(high, -low))
+    else:
+        nonfinite = int(g.size - np.count_nonzero(np.isfinite(g)))
+        max_abs = float(np.max(np.abs(g)))
+    return {"norm": norm, "max_abs": max_abs, "zero_fraction": float(zeros / g.size), "nonfinite": nonfinite}
+
+
+def block_sums(flat) -> tuple:
+    """(sum of squares, max, min, count of zeros) of a large flat gradient, a block at a time,
+    with scratch for one block made once: zeros are counted on a mask (much faster than
+    count_nonzero on floats), float32 squares are summed in float64."""
     squares, highs, lows, zeros = 0.0, [], [], 0
-    # Scratch for one block, made once: zeros are counted on a mask (much faster than
-    # count_nonzero on floats), float32 squares are summed in float64.
     wide = None if flat.dtype == np.float64 else np.empty(min(BLOCK, flat.size))
     hits = np.empty(min(BLOCK, flat.size), dtype=bool)
     for start in range(0, flat.size, BLOCK):
@@ -43,13 +60,7 @@ def grad_stats(g) -> dict:
         highs.append(MAX(part))     # the ufuncs' reduce: no Python layer per block
         lows.append(MIN(part))
         zeros += np.count_nonzero(np.equal(part, 0, out=hits))
-    norm = squares ** 0.5
-    if math.isfinite(norm):
-        nonfinite, max_abs = 0, float(max(max(highs), -min(lows)))
-    else:
-        nonfinite = int(g.size - np.count_nonzero(np.isfinite(g)))
-        max_abs = float(np.max(np.abs(g)))
-    return {"norm": norm, "max_abs": max_abs, "zero_fraction": float(zeros / g.size), "nonfinite": nonfinite}
+    return squares, max(highs), min(lows), zeros
 
 
 def squared_norm(g) -> float:

@@ -30,6 +30,9 @@ def test_grad_stats_by_blocks_equal_one_pass_over_the_whole_array(monkeypatch, d
         blocks = numeric.grad_stats(g)
         monkeypatch.setattr(numeric, "BLOCK", g.size)
         whole = numeric.grad_stats(g)
+        monkeypatch.setattr(numeric, "SMALL", g.size)   # taken whole, without the blocks' scratch
+        small = numeric.grad_stats(g)
+    assert repr(small) == repr(whole)
     assert blocks["norm"] == pytest.approx(whole["norm"], rel=1e-13, nan_ok=True)
     exact = {k: repr(v) for k, v in blocks.items() if k != "norm"}     # repr: a NaN equals a NaN
     assert exact == {k: repr(v) for k, v in whole.items() if k != "norm"}
