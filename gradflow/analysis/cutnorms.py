@@ -83,9 +83,20 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
             if len(pieces) == 1 and len(pieces[0][0]) == 1:
                 total[i] = pieces[0][1][0]
                 continue
-            for _, row in sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)]):
-                add_into(total, i, row)
+            ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
+                             key=lambda entry: entry[0])
+            total[i] = sum_in_order([row for _, row in ordered])
     return norms, total
+
+
+def sum_in_order(rows: list):
+    """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype): the same adds in
+    the same order, into one array instead of a new one per add. Not ``np.sum`` over stacked
+    rows, whose pairwise summation may group them otherwise."""
+    total = np.add(rows[0], rows[1], out=np.empty_like(rows[0]))
+    for row in rows[2:]:
+        np.add(total, row, out=total)
+    return total
 
 
 def row_squares(rows, span, blocks: dict) -> list:

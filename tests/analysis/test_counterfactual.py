@@ -241,3 +241,18 @@ def test_stops_above_stops_over_large_tensors_are_swept_one_at_a_time(write_mode
     monkeypatch.setattr(cutnorms, "ROWS_HELD", 6 * 4 * 8)    # six stops' rows of w, no room for more
     gradflow.analyze(gradflow.load(write_model(CHAIN)))
     assert chosen == [True, False]
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (16, 16), (3, 1, 5)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_sum_of_the_stops_sweeps_adds_them_one_after_another(shape, dtype):
+    from gradflow.analysis.cutnorms import sum_in_order
+    rng = np.random.default_rng(0)
+    for count in (2, 3, 200):   # magnitudes far apart: any other grouping rounds otherwise
+        rows = [(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9)).astype(dtype) for _ in range(count)]
+        want = rows[0]
+        for row in rows[1:]:
+            want = want + row
+        got = sum_in_order(rows)
+        assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
+        np.testing.assert_array_equal(got, want)
