@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squared_norm
+from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squares_of
 from gradflow.engine.rows import plan, sweep_rows
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
@@ -109,13 +109,6 @@ def row_squares(rows, span, blocks: dict) -> list:
     if done is None:
         done = blocks[id(block)] = squares_of(block)
     return done[start:start + len(rows)]
-
-
-def squares_of(rows) -> list:
-    flat = rows.reshape(len(rows), -1)
-    if flat.dtype != np.float64:
-        flat = flat.astype(np.float64)
-    return np.einsum("ij,ij->i", flat, flat).tolist()
 
 
 def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[dict, list | None]:
