@@ -138,29 +138,32 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
         waves_of[node.index] = 0
     for i in order:
         mask, wave = masks.pop(i, 0), waves_of.pop(i, 0)   # popped: only the frontier is kept
-        visits += mask.bit_count()
+        count = mask.bit_count()
+        visits += count
         if visits > limit:
             return None
         if wave == len(waves):
             waves.append([i])
         else:
             waves[wave].append(i)
-        node, count = nodes[i], mask.bit_count()
+        node = nodes[i]
         if node.op is None:
             leaves += count * node.size * node.dtype.itemsize
         else:
             groups.add((wave, node.op.name))
             if count > 1:
                 widest = max(widest, count * node.size * node.dtype.itemsize)
+        below = wave + 1
         for parent in node.parents:
             if parent.requires_grad:
                 j = parent.index
                 if j in masks:                     # the two dicts always hold the same nodes
                     masks[j] |= mask
-                    if waves_of[j] <= wave:
-                        waves_of[j] = wave + 1
+                    if waves_of[j] < below:
+                        waves_of[j] = below
                 else:
-                    masks[j], waves_of[j] = mask, wave + 1
+                    masks[j] = mask
+                    waves_of[j] = below
     return Plan(waves, visits, len(groups), leaves + widest)
 
 
