@@ -270,3 +270,16 @@ def test_counterfactual_norms_of_small_gradients_taken_together_equal_those_one_
     apart = numbers(gradflow.analyze(model))
     for (*where, got), (_, _, want) in zip(together, apart, strict=True):
         assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where
+
+
+@pytest.mark.parametrize("text", [BRANCHES, NESTED, CHAIN, INPUT_STOP], ids=["branches", "nested", "chain", "input-stop"])
+def test_cut_norms_from_one_walk_do_not_depend_on_how_many_rows_one_call_takes(write_model, monkeypatch, text):
+    from gradflow.analysis import cutnorms
+    from gradflow.engine import rows
+    model = gradflow.load(write_model(text))
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: True)
+    many = numbers(gradflow.analyze(model))
+    monkeypatch.setattr(rows, "BATCH_BYTES", 1)          # a row per call
+    one = numbers(gradflow.analyze(model))
+    for (*where, got), (_, _, want) in zip(many, one, strict=True):
+        assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where
