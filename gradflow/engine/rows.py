@@ -84,7 +84,11 @@ def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
             elif len(chunks[0]) == 2:                      # a pack's slot: maybe passed on whole
                 packs.setdefault(chunks[0][0], []).append(chunks[0][1])
             elif chunks[0][2].__class__ is tuple:          # one chunk from one node: no key twice
-                take(nodes[i], [chunks[0][:2]], kinds, leaves)
+                node, (keys, rows, _) = nodes[i], chunks[0]
+                if node.op is None:
+                    take(node, [(keys, rows)], kinds, leaves)
+                else:                                      # take() inlined: this runs per seed
+                    kinds.setdefault(kind_of(node), []).append((node, keys, rows))
             else:
                 take(nodes[i], gather(chunks), kinds, leaves)
         for pack, slots in packs.items():
