@@ -174,18 +174,22 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
 
 def kind_of(node):
     """Nodes of one kind in one wave share their rules' calls: same op, shapes and dtypes.
-    Spelled out for one or two inputs, the usual case: it runs for every node of a wave."""
-    if node.op is None or node.attrs or not stacks(node):
+    Spelled out for one or two inputs, the usual case, and ``stacks`` with it: it runs for
+    every node of a wave."""
+    op = node.op
+    if op is None or node.attrs or op.name not in STACKABLE:
         return node.index             # alone
     parents = node.parents
     if len(parents) == 1:
         p = parents[0]
-        return node.op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad
+        return op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad
     if len(parents) == 2:
         p, q = parents
-        return (node.op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad,
+        if op.name == "matmul" and (len(p.shape) < 2 or len(q.shape) < 2):
+            return node.index         # alone: see stacks()
+        return (op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad,
                 q.shape, q.dtype, q.requires_grad)
-    return node.op.name, node.shape, node.dtype, *[(p.shape, p.dtype, p.requires_grad) for p in parents]
+    return op.name, node.shape, node.dtype, *[(p.shape, p.dtype, p.requires_grad) for p in parents]
 
 
 def gather(chunks: list) -> list:
