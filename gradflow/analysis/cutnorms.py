@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squared_norm
+from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squares_of
 from gradflow.engine.rows import plan, sweep_rows
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
@@ -83,9 +83,20 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
             if len(pieces) == 1 and len(pieces[0][0]) == 1:
                 total[i] = pieces[0][1][0]
                 continue
-            for _, row in sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)]):
-                add_into(total, i, row)
+            ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
+                             key=lambda entry: entry[0])
+            total[i] = sum_in_order([row for _, row in ordered])
     return norms, total
+
+
+def sum_in_order(rows: list):
+    """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype): the same adds in
+    the same order, into one array instead of a new one per add. Not ``np.sum`` over stacked
+    rows, whose pairwise summation may group them otherwise."""
+    total = np.add(rows[0], rows[1], out=np.empty_like(rows[0]))
+    for row in rows[2:]:
+        np.add(total, row, out=total)
+    return total
 
 
 def row_squares(rows, span, blocks: dict) -> list:
@@ -98,13 +109,6 @@ def row_squares(rows, span, blocks: dict) -> list:
     if done is None:
         done = blocks[id(block)] = squares_of(block)
     return done[start:start + len(rows)]
-
-
-def squares_of(rows) -> list:
-    flat = rows.reshape(len(rows), -1)
-    if flat.dtype != np.float64:
-        flat = flat.astype(np.float64)
-    return np.einsum("ij,ij->i", flat, flat).tolist()
 
 
 def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[dict, list | None]:

@@ -72,6 +72,14 @@ def squared_norm(g) -> float:
     return float(np.dot(flat, flat))
 
 
+def squares_of(rows) -> list:
+    """``squared_norm`` of each row (an array's first axis), in one call."""
+    flat = rows.reshape(len(rows), -1)
+    if flat.dtype != np.float64:
+        flat = flat.astype(np.float64)
+    return np.einsum("ij,ij->i", flat, flat).tolist()
+
+
 def all_zero(g) -> bool:
     return g is None or not np.any(g)
 

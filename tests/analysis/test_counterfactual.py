@@ -241,3 +241,45 @@ def test_stops_above_stops_over_large_tensors_are_swept_one_at_a_time(write_mode
     monkeypatch.setattr(cutnorms, "ROWS_HELD", 6 * 4 * 8)    # six stops' rows of w, no room for more
     gradflow.analyze(gradflow.load(write_model(CHAIN)))
     assert chosen == [True, False]
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (16, 16), (3, 1, 5)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_sum_of_the_stops_sweeps_adds_them_one_after_another(shape, dtype):
+    from gradflow.analysis.cutnorms import sum_in_order
+    rng = np.random.default_rng(0)
+    for count in (2, 3, 200):   # magnitudes far apart: any other grouping rounds otherwise
+        rows = [(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9)).astype(dtype) for _ in range(count)]
+        want = rows[0]
+        for row in rows[1:]:
+            want = want + row
+        got = sum_in_order(rows)
+        assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("path", SHIPPED + ["branches", "overflow", "input-stop"], ids=str)
+def test_counterfactual_norms_of_small_gradients_taken_together_equal_those_one_by_one(
+        path, write_model, monkeypatch):
+    from gradflow.analysis import analyze
+    texts = {"branches": BRANCHES, "overflow": OVERFLOW, "input-stop": INPUT_STOP}
+    source = write_model(texts[path]) if path in texts else path
+    model = gradflow.load(source, dims={"batch": 4} if "batch" in Path(source).read_text() else None)
+    together = numbers(gradflow.analyze(model))
+    monkeypatch.setattr(analyze, "SMALL", 0)          # every pair on its own
+    apart = numbers(gradflow.analyze(model))
+    for (*where, got), (_, _, want) in zip(together, apart, strict=True):
+        assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where
+
+
+@pytest.mark.parametrize("text", [BRANCHES, NESTED, CHAIN, INPUT_STOP], ids=["branches", "nested", "chain", "input-stop"])
+def test_cut_norms_from_one_walk_do_not_depend_on_how_many_rows_one_call_takes(write_model, monkeypatch, text):
+    from gradflow.analysis import cutnorms
+    from gradflow.engine import rows
+    model = gradflow.load(write_model(text))
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: True)
+    many = numbers(gradflow.analyze(model))
+    monkeypatch.setattr(rows, "BATCH_BYTES", 1)          # a row per call
+    one = numbers(gradflow.analyze(model))
+    for (*where, got), (_, _, want) in zip(many, one, strict=True):
+        assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where

@@ -74,6 +74,17 @@ def test_matmul_stacks_only_between_matrices():
     assert not stacks(vec @ vec) and not stacks(vec @ mat) and stacks(tape.param(np.ones((3, 4))) @ mat)
 
 
+def test_a_node_has_a_kind_of_its_own_exactly_where_its_rules_are_called_per_row():
+    from gradflow.engine.rows import kind_of
+    tape = Tape()
+    vec, mat, wide = tape.param(np.ones(4)), tape.param(np.ones((4, 2))), tape.param(np.ones((3, 4)))
+    nodes = [vec, vec @ vec, vec @ mat, mat @ tape.param(np.ones(2)), wide @ mat, vec * vec, tape.apply("tanh", vec),
+             tape.apply("sum", wide), tape.apply("leaky_relu", vec, slope=0.1)]
+    for node in nodes:
+        alone = node.op is None or bool(node.attrs) or not stacks(node)
+        assert (kind_of(node) == node.index) == alone, node
+
+
 def branches(dtype=np.float64):
     """A trunk shared by parallel branches, a residual join, row-by-row rules and a stop."""
     rng = np.random.default_rng(2)
