@@ -6,6 +6,7 @@ numbers only, never numpy float64 scalars), so a float32 tape stays float32.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -154,10 +155,16 @@ def transpose_vjp(g, ans, x, axes=None):
     return np.transpose(g, None if axes is None else np.argsort([a % x.ndim for a in axes]))
 
 
-def concat_vjp(g, ans, *xs, axis=0, index):
+def concat_vjp(g, ans, *xs, axis=0, index, memo=None):
+    """The slice of ``g`` that input ``index`` filled; the inputs' offsets are found once per
+    node (``memo``: see Op.vjps_for)."""
     a = axis % g.ndim
-    start = sum(x.shape[a] for x in xs[:index])
-    return g[(slice(None),) * a + (slice(start, start + xs[index].shape[a]),)]
+    starts = None if memo is None else memo.get("starts")
+    if starts is None:
+        starts = list(itertools.accumulate((x.shape[a] for x in xs), initial=0))
+        if memo is not None:
+            memo["starts"] = starts
+    return g[(slice(None),) * a + (slice(starts[index], starts[index + 1]),)]
 
 
 def take_vjp(g, ans, x, idx, axis=None):

@@ -117,10 +117,13 @@ class Op:
         return {k: tuple(v) if isinstance(v, list) else v for k, v in bound.items()}
 
     def vjps_for(self, n_inputs: int) -> tuple:
+        """One rule per input. A variadic op's rule is told its input's ``index`` and given a
+        ``memo`` shared by the rules of one call, so one node: what every input's rule needs
+        (a concat's offsets) is worked out once, not once per input (quadratic)."""
         if not self.variadic:
             return self.vjps
-        rule = self.vjps[0]
-        return tuple(None if rule is None else functools.partial(rule, index=k) for k in range(n_inputs))
+        rule, memo = self.vjps[0], {}
+        return tuple(None if rule is None else functools.partial(rule, index=k, memo=memo) for k in range(n_inputs))
 
     def numbered_for(self, n_inputs: int) -> tuple:
         """``(k, rule)`` for each of ``n_inputs`` inputs, in order."""
@@ -288,7 +291,7 @@ defop("broadcast_to", forward=lambda x, shape: np.broadcast_to(x, shape),
 defop("concat", "shape", ("*xs",), lambda *xs, axis=0: np.concatenate(xs, axis=axis), (concat_vjp,),
       concat_shape, "join tensors along an existing axis", attrs={"axis": 0})
 defop("stack", "shape", ("*xs",), lambda *xs, axis=0: np.stack(xs, axis=axis),
-      (lambda g, ans, *xs, axis=0, index: np.take(g, index, axis=axis),),
+      (lambda g, ans, *xs, axis=0, index, memo=None: np.take(g, index, axis=axis),),
       stack_shape, "join same-shape tensors along a new axis", attrs={"axis": 0})
 defop("take", "shape", ("x", "idx"), lambda x, idx, axis=None: np.take(
           x, check_indices(idx, x.size if axis is None else x.shape[axis], negative=True), axis=axis),

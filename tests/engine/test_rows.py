@@ -144,3 +144,13 @@ def test_plan_puts_a_node_past_every_node_it_feeds():
     c = a * b                                      # a feeds c directly and through b
     walk = plan(tape.nodes, [c], every_index(tape))
     assert walk.waves == [[c.index], [b.index], [a.index], [x.index]]
+
+
+def test_rows_through_a_concat_of_many_inputs_match_own_sweeps():
+    """concat's rules are called row by row, sharing one node's offsets across its rows."""
+    rng = np.random.default_rng(5)
+    tape = Tape()
+    parts = [tape.param(rng.normal(size=(1 + k % 3, 2))) for k in range(40)]
+    joined = tape.apply("tanh", tape.apply("concat", *parts, axis=0))
+    seeds = [(key, joined, rng.normal(size=joined.shape)) for key in range(3)]
+    assert_rows_match_own_sweeps(tape, seeds)

@@ -179,3 +179,28 @@ def test_backward_drops_op_gradients_unless_kept():
     kept = tape.backward(loss, keep=True)
     np.testing.assert_allclose(kept[h.index], np.ones(3))
     np.testing.assert_allclose(lean[w.index], kept[w.index])
+
+
+def test_concat_gives_each_input_its_own_slice_with_offsets_worked_out_once_per_node():
+    """Two concats of different layouts on one tape, hundreds of inputs each: the offsets
+    each node's rules share are that node's, and every input gets the slice it filled."""
+    rng = np.random.default_rng(3)
+    tape = Tape()
+    wide = [tape.param(rng.normal(size=(2, 1 + k % 3))) for k in range(300)]
+    tall = [tape.param(rng.normal(size=(1 + k % 4, 5))) for k in range(200)]
+    joined_wide = tape.apply("concat", *wide, axis=-1)
+    joined_tall = tape.apply("concat", *tall, axis=0)
+    weights_wide = tape.leaf(rng.normal(size=joined_wide.shape))
+    weights_tall = tape.leaf(rng.normal(size=joined_tall.shape))
+    loss = tape.apply("sum", joined_wide * weights_wide) + tape.apply("sum", joined_tall * weights_tall)
+    grads = tape.backward(loss)
+    start = 0
+    for x in wide:
+        width = x.shape[1]
+        np.testing.assert_array_equal(grads[x.index], weights_wide.value[:, start:start + width])
+        start += width
+    start = 0
+    for x in tall:
+        np.testing.assert_array_equal(grads[x.index], weights_tall.value[start:start + x.shape[0]])
+        start += x.shape[0]
+    assert start == joined_tall.shape[0]
