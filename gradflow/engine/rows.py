@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gradflow.engine.tape import unbroadcast
+from gradflow.engine.tape import fit
 
 # Ops whose every rule only broadcasts g and the inputs against each other, so a leading
 # axis of rows (on g, and on any input stacked the same way) passes through, each row what
@@ -269,7 +269,7 @@ def side_by_side(batch: Pack, pending: dict) -> None:
         parent = first.parents[k]
         if vjp is None or not parent.requires_grad:
             continue
-        contrib = fit_rows(vjp(batch.rows, ans, *values, **first.attrs), parent)
+        contrib = fit(vjp(batch.rows, ans, *values, **first.attrs), parent, rows=1)
         if shared[k]:
             keys = [key for ks in batch.keys for key in ks]
             whence = (-first.index, k) if alone else [(-n.index, k) for n, c in zip(nodes, counts) for _ in range(c)]
@@ -293,26 +293,3 @@ def stacked(values: list, counts: list, out_shape: tuple):
     if missing:
         block = block.reshape(block.shape[:1] + (1,) * missing + block.shape[1:])
     return block if len(counts) == sum(counts) else np.repeat(block, counts, axis=0)
-
-
-def fit(contrib, parent):
-    """One contribution in its input's dtype and shape, as the tape's sweep makes it."""
-    if contrib.dtype is not parent.dtype:
-        contrib = contrib.astype(parent.dtype)
-    return contrib if contrib.shape == parent.shape else unbroadcast(contrib, parent.shape)
-
-
-def fit_rows(contrib, parent):
-    """``fit`` for each row: broadcast axes summed behind the row axis."""
-    if contrib.dtype is not parent.dtype:
-        contrib = contrib.astype(parent.dtype)
-    shape = parent.shape
-    if contrib.shape[1:] == shape:
-        return contrib
-    extra = contrib.ndim - 1 - len(shape)
-    if extra:
-        contrib = contrib.sum(axis=tuple(range(1, 1 + extra)))
-    squeezed = tuple(i + 1 for i, n in enumerate(shape) if n == 1 and contrib.shape[i + 1] != 1)
-    if squeezed:
-        contrib = contrib.sum(axis=squeezed, keepdims=True)
-    return contrib

@@ -85,21 +85,30 @@ def values_of(parents) -> tuple:
     return tuple([p.value for p in parents])
 
 
-def unbroadcast(grad, shape):
+def unbroadcast(grad, shape, rows: int = 0):
     """Sum a gradient back down to the shape of the input it belongs to.
 
     The one place where broadcasting is undone: op rules return gradients in
-    the broadcast shape and never call this themselves.
+    the broadcast shape and never call this themselves. ``rows`` leading axes
+    (a gradient per seed, as ``engine.rows`` stacks them) are kept as they are.
     """
-    if grad.shape == shape:
+    if grad.shape[rows:] == shape:
         return grad
-    extra = grad.ndim - len(shape)
+    extra = grad.ndim - rows - len(shape)
     if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
-    squeezed = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+        grad = grad.sum(axis=tuple(range(rows, rows + extra)))
+    squeezed = tuple(rows + i for i, n in enumerate(shape) if n == 1 and grad.shape[rows + i] != 1)
     if squeezed:
         grad = grad.sum(axis=squeezed, keepdims=True)
     return grad
+
+
+def fit(contrib, parent: Tensor, rows: int = 0):
+    """A rule's contribution in its input's dtype and shape (``rows`` leading axes kept): what
+    ``Tape.sweep`` does to each contribution, spelled out there inline on the hot path."""
+    if contrib.dtype is not parent.dtype:   # float32 * an int input gives float64: cast back
+        contrib = contrib.astype(parent.dtype)
+    return unbroadcast(contrib, parent.shape, rows)
 
 
 REUSE_BYTES = 1 << 18   # from this size a value's buffer is worth reusing (numpy's own bound for temporaries)

@@ -169,6 +169,18 @@ def test_unbroadcast_sums_back_to_the_input_shape(grad_shape, shape, expected):
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("grad_shape,shape", [
+    ((3, 4), (4,)), ((3, 4), (1, 4)), ((3, 4), (3, 1)), ((2, 3, 4), ()), ((3, 4), (3, 4)), ((5, 3, 4), (3, 1)),
+    ((0, 4), (1, 4)), ((2, 0), (0,)),
+])
+def test_unbroadcast_keeps_leading_rows_and_sums_each_as_alone(grad_shape, shape):
+    grad = np.random.default_rng(0).normal(size=(3, *grad_shape))
+    out = unbroadcast(grad, shape, rows=1)
+    assert out.shape == (3, *shape)
+    for row, alone in zip(out, grad):
+        np.testing.assert_array_equal(row, unbroadcast(alone, shape))
+
+
 def test_backward_drops_op_gradients_unless_kept():
     tape = Tape()
     w = tape.param(np.ones(3))
