@@ -154,3 +154,19 @@ def test_rows_through_a_concat_of_many_inputs_match_own_sweeps():
     joined = tape.apply("tanh", tape.apply("concat", *parts, axis=0))
     seeds = [(key, joined, rng.normal(size=joined.shape)) for key in range(3)]
     assert_rows_match_own_sweeps(tape, seeds)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (2, 0), (3,)])
+def test_rows_where_a_node_reads_one_input_twice_match_own_sweeps(shape):
+    """x * x side by side, concat(x, x), a stack of one input, on 0-d, empty and plain shapes:
+    what reaches x by both inputs of one node is summed in its own sweep's order."""
+    rng = np.random.default_rng(6)
+    tape, seeds = Tape(), []
+    for copy in range(3):
+        x = tape.param(rng.normal(size=shape))
+        square = tape.apply("tanh", x * x)
+        doubled = tape.apply("concat", x, x) if shape else tape.apply("stack", x)
+        alone = tape.apply("stack", tape.apply("exp", x))
+        for node in (square, square, doubled, alone):
+            seeds.append((len(seeds), node, rng.normal(size=node.shape)))
+    assert_rows_match_own_sweeps(tape, seeds)
