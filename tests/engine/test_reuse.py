@@ -73,7 +73,13 @@ def recorded(dtype):
     n["int"] = tape.leaf(np.arange(256), dtype=np.int64)
     n["mixed"] = x @ w
     n["with_int"] = n["mixed"] + n["int"]             # an input of another dtype: no reuse
-    parts = [n[k] for k in ("u", "t", "neg", "same", "after_cut", "view", "frozen", "after_kept", "after_preset", "with_int")]
+    n["second"] = x @ v
+    n["from_second"] = b - n["second"]                # written over as the second input, b broadcast
+    n["to_exp"], n["to_neg"] = x @ w, x @ v
+    n["exp"] = tape.apply("exp", n["to_exp"])         # written over; exp's rule reads its own value
+    n["neg_of"] = -n["to_neg"]
+    parts = [n[k] for k in ("u", "t", "neg", "same", "after_cut", "view", "frozen", "after_kept", "after_preset", "with_int",
+                                  "from_second", "exp", "neg_of")]
     loss = tape.apply("mean", tape.apply("concat", *parts, axis=0))
     tape.keep_values = {n["kept"].index}
     n["preset"].value = np.full(n["preset"].shape, 0.5, dtype)
@@ -90,7 +96,7 @@ def test_a_run_that_reuses_buffers_gives_what_a_fresh_run_gives(monkeypatch, dty
     reused, _, reused_loss = recorded(dtype)
     reused.run()
     dropped = {k for k, node in names.items() if reused.nodes[node.index].value is None}
-    assert dropped == {"m", "a"}
+    assert dropped == {"m", "a", "second", "to_exp", "to_neg"}
     for before, after in zip(fresh.nodes, reused.nodes):
         if after.value is not None:
             np.testing.assert_array_equal(after.value, before.value)
