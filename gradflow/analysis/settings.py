@@ -10,6 +10,7 @@ type or an out-of-range number is an error at its place, never skipped.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import math
 import os
@@ -244,9 +245,21 @@ def other_spelling_place(text: str, key: str | None) -> tuple[int, int]:
 
 
 def written_at(text: str, key: str, start: int) -> int:
-    """Offset of the first ``key =`` (or ``key.``) written as a key from ``start`` on, else ``start``."""
-    found = re.compile(rf"(?:^|(?<=[\s{{,.]))['\"]?{re.escape(key)}['\"]?\s*[=.]", re.MULTILINE).search(text, start)
-    return found.start() if found else start
+    """Offset of the first ``key =`` (or ``key.``) written as a key from ``start`` on, else ``start``:
+    not one inside a comment or a string value (``strict = "select = 1"``), only a quoted key."""
+    spans = [m.span() for m in re.finditer(STRING_OR_COMMENT, text)]
+    starts = [a for a, _ in spans]
+    for found in re.compile(rf"(?:^|(?<=[\s{{,.]))['\"]?{re.escape(key)}['\"]?\s*[=.]", re.MULTILINE).finditer(text, start):
+        k = bisect.bisect_right(starts, found.start()) - 1
+        a, b = spans[k] if k >= 0 else (0, 0)
+        if b <= found.start() or (a == found.start() and text[a] in "'\"" and b <= found.end()):
+            return found.start()   # outside every string and comment, or a quoted key
+    return start
+
+
+# TOML's strings (multi-line first, escapes skipped) and comments, left to right: a `#` in a
+# string starts no comment, a quote in a comment starts no string.
+STRING_OR_COMMENT = r'''"""(?:[^\\]|\\[\s\S])*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|#[^\n]*'''
 
 
 def read_tool_table_simply(text: str) -> dict:
