@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradflow.analysis.flow import Graph
-from gradflow.analysis.cutnorms import cut_norms
+from gradflow.analysis.cutnorms import brought_to, cut_norms
 from gradflow.analysis.numeric import ancestors, dies_at, grad_stats, squared_norm, squares_of
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import evaluate
@@ -125,7 +125,7 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
     nodes above the stops: exact, and a fraction of a whole extra backward pass.
     ``extra`` (stop indices, their sweeps' sum), when it covers the same stops, is that result.
     """
-    reached = [s for s in stops if s.index < len(grads) and grads[s.index] is not None and s.parents[0].requires_grad]
+    reached = [s for s in stops if brought_to(grads, s) is not None]   # as cut_norms seeds them
     if extra is not None and extra[0] == {s.index for s in reached}:
         extra = extra[1]
     else:

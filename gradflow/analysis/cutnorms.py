@@ -34,11 +34,11 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
     nodes, norms, seeded = model.tape.nodes, {}, []
     for cut in cuts:
         stop = nodes[cut.index]
-        g, source = grads[cut.index] if cut.index < len(grads) else None, stop.parents[0]
-        if g is None or not source.requires_grad:
+        g = brought_to(grads, stop)
+        if g is None:
             norms[cut.index] = 0.0
         else:
-            seeded.append((cut, source, g))
+            seeded.append((cut, stop.parents[0], g))
     budget = CUT_NORM_PASSES * len(nodes)
     sources = [source for _, source, _ in seeded]
     order = ancestors(sources) if len(seeded) > 1 else ()
@@ -50,6 +50,13 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
         found, total = cut_norms_one_by_one(model, seeded, stops, budget)
     norms.update(found)
     return norms, None if total is None else ({cut.index for cut, _, _ in seeded}, total)
+
+
+def brought_to(grads: list, stop):
+    """The gradient the plain sweep brought to ``stop``, when there is one to sweep on from the
+    stop's input (which needs a gradient); else None."""
+    g = grads[stop.index] if stop.index < len(grads) else None
+    return g if g is not None and stop.parents[0].requires_grad else None
 
 
 ROWS_HELD = 256 * 1024 ** 2   # bytes of gradient rows the walk may hold; a sweep at a time holds one

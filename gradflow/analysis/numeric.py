@@ -36,7 +36,9 @@ def grad_stats(g) -> dict:
         squares, high, low, zeros = block_sums(flat)
     norm = squares ** 0.5
     if math.isfinite(norm):
-        nonfinite, max_abs = 0, float(max(high, -low))
+        # + 0.0: |g| has no sign, but max and min of signed zeros keep one, which one
+        # depending on the blocks, so an all-zero gradient's max |g| is always 0.0.
+        nonfinite, max_abs = 0, float(max(high, -low)) + 0.0
     else:
         nonfinite = int(g.size - np.count_nonzero(np.isfinite(g)))
         max_abs = float(np.max(np.abs(g)))

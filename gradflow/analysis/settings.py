@@ -10,6 +10,7 @@ type or an out-of-range number is an error at its place, never skipped.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import math
 import os
@@ -187,7 +188,7 @@ MAX_PYPROJECT = 8 * 2 ** 20
 # Every spelling of [tool.gradflow] in TOML (a header, a dotted key, a table under [tool] or
 # in an inline `tool = {...}`, quoted or spaced parts) holds `tool . gradflow`, a [tool]
 # header or `tool =`; a key written with \\u escapes may hold anything.
-TOOL_GRADFLOW = r"""tool["']?\s*\.\s*["']?gradflow|\btool["']?\s*[\]=]|\\[uU]"""
+TOOL_GRADFLOW = r"""["']?tool["']?\s*\.\s*["']?gradflow|["']?\btool["']?\s*[\]=]|\\[uU]"""
 
 
 def may_hold_tool_gradflow(text: str) -> bool:
@@ -233,20 +234,40 @@ def key_place(text: str, key: str | None) -> tuple[int, int]:
 def other_spelling_place(text: str, key: str | None) -> tuple[int, int]:
     """Where ``key`` is written after the first spelling of the table that is not a
     [tool.gradflow] header (`tool.gradflow.KEY = `, `gradflow = {KEY = ...}`, ...)."""
-    table = re.search(TOOL_GRADFLOW, text)
+    spans = [m.span() for m in re.finditer(STRING_OR_COMMENT, text)]
+    table = written(re.compile(TOOL_GRADFLOW), text, 0, spans)
     start = table.start() if table else 0
     if table and "gradflow" not in table[0]:   # a [tool] table or `tool = {`: its gradflow key
-        start = written_at(text, "gradflow", start)
+        start = written_at(text, "gradflow", start, spans)
     if key is not None:
-        start = written_at(text, key, start)
+        start = written_at(text, key, start, spans)
     line = text.count("\n", 0, start) + 1
     return line, start - (text.rfind("\n", 0, start) + 1) + 1
 
 
-def written_at(text: str, key: str, start: int) -> int:
+def written_at(text: str, key: str, start: int, spans: list) -> int:
     """Offset of the first ``key =`` (or ``key.``) written as a key from ``start`` on, else ``start``."""
-    found = re.compile(rf"(?:^|(?<=[\s{{,.]))['\"]?{re.escape(key)}['\"]?\s*[=.]", re.MULTILINE).search(text, start)
+    found = written(re.compile(rf"(?:^|(?<=[\s{{,.]))['\"]?{re.escape(key)}['\"]?\s*[=.]", re.MULTILINE),
+                    text, start, spans)
     return found.start() if found else start
+
+
+def written(pattern, text: str, start: int, spans: list):
+    """The first match of ``pattern`` from ``start`` on that is written as TOML, not in a comment or
+    a string value (``strict = "select = 1"``): it may only take in quoted keys whole. ``spans``:
+    where the text's strings and comments lie (STRING_OR_COMMENT)."""
+    starts = [a for a, _ in spans]
+    for found in pattern.finditer(text, start):
+        k = bisect.bisect_right(starts, found.start()) - 1
+        a, b = spans[k] if k >= 0 else (0, 0)
+        if b <= found.start() or (a == found.start() and text[a] in "'\"" and b <= found.end()):
+            return found
+    return None
+
+
+# TOML's strings (multi-line first, escapes skipped) and comments, left to right: a `#` in a
+# string starts no comment, a quote in a comment starts no string.
+STRING_OR_COMMENT = r'''"""(?:[^\\]|\\[\s\S])*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|#[^\n]*'''
 
 
 def read_tool_table_simply(text: str) -> dict:

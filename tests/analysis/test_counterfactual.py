@@ -283,3 +283,23 @@ def test_cut_norms_from_one_walk_do_not_depend_on_how_many_rows_one_call_takes(w
     one = numbers(gradflow.analyze(model))
     for (*where, got), (_, _, want) in zip(many, one, strict=True):
         assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where
+
+
+def test_counterfactual_when_the_budget_runs_out_midway_equals_the_one_sweep_through_every_stop(
+        write_model, monkeypatch):
+    from gradflow.analysis import cutnorms
+    lines = ["gradflow: 1", "params:", "  w: {shape: [4], init: normal}"]
+    lines += [f"  v{k}: {{shape: [4], init: normal}}" for k in range(6)]
+    lines += ["graph:", "  h0: w"] + [f"  h{i + 1}: tanh(h{i})" for i in range(20)]
+    lines += [f"  b{k}: tanh(h20 * v{k}) + stop_gradient(h20 * v{k})" for k in range(6)]   # stops side by side
+    lines += ["  loss: sum(" + " + ".join(f"b{k}" for k in range(6)) + ")", "losses: [loss]"]
+    model = gradflow.load(write_model("\n".join(lines) + "\n"))
+    monkeypatch.setattr(cutnorms, "CUT_NORM_PASSES", 0)   # no stop swept: one sweep through all
+    opened = gradflow.analyze(model)
+    monkeypatch.setattr(cutnorms, "CUT_NORM_PASSES", 1)   # some stops swept, then the budget is spent
+    midway = gradflow.analyze(model)
+    norms = [s.cuts["loss"]["cut_norm"] for s in midway.stops if s.cut.kind == "explicit"]
+    assert any(n is None for n in norms) and any(n is not None for n in norms)
+    for name in model.params:
+        got, want = midway.pair(name, "loss").counterfactual_norm, opened.pair(name, "loss").counterfactual_norm
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-15), name

@@ -39,3 +39,13 @@ def test_grad_stats_by_blocks_equal_one_pass_over_the_whole_array(monkeypatch, d
     assert repr(blocks["max_abs"]) == repr(40.0 if poison is None else float(np.max(np.abs(g))))
     assert blocks["zero_fraction"] == float(np.count_nonzero(g == 0) / g.size)
     assert blocks["nonfinite"] == int(np.count_nonzero(~np.isfinite(g)))
+
+
+@pytest.mark.parametrize("size", [10, numeric.SMALL + 1, 3 * numeric.BLOCK])
+@pytest.mark.parametrize("negative", ["all", "first half", "second half"])
+def test_max_abs_of_signed_zeros_is_plus_zero_whole_or_by_blocks(size, negative):
+    g = np.zeros(size)
+    g[{"all": slice(None), "first half": slice(size // 2), "second half": slice(size // 2, None)}[negative]] = -0.0
+    stats = numeric.grad_stats(g)
+    assert repr(stats["max_abs"]) == repr(float(np.max(np.abs(g)))) == "0.0"   # as torch's g.abs().max()
+    assert stats["zero_fraction"] == 1.0 and stats["norm"] == 0.0

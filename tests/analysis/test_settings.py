@@ -51,6 +51,15 @@ def located(tmp_path, pyproject: str) -> ModelError:
     ('[tool]\ngradflow.strict = "yes"\n', 2, 10, "strict must be true or false"),
     ('name = "x"\n\ntool.gradflow.max-memory = "lots"\n', 3, 15, "max-memory must be a size"),
     ('[tool]\nselect = 1\ngradflow = {select = ["GF999"], strict = true}\n', 3, 13, "unknown rule id"),
+    # the key written earlier in a string value or a comment is not the key
+    ('tool.gradflow.strict = true  # select = 1\ntool.gradflow.select = ["GF999"]\n', 2, 15, "unknown rule id"),
+    ('[tool]\nx = "gradflow = 3"\n# gradflow = 4\ngradflow = 3\n', 4, 1, "[tool.gradflow] must be a table"),
+    ("[tool]\nx = '''\ngradflow.strict = 1\n'''\n'gradflow'.strict = \"yes\"\n", 5, 12, "strict must be true or false"),
+    # nor is the table named earlier in a string, a comment or a key of another name
+    ('[project]\ndescription = "set tool.gradflow options"\n[lint]\nselect = ["E"]\n[tool]\ngradflow = {select = ["GF999"]}\n',
+     6, 13, "unknown rule id"),
+    ('# [tool] below\n[lint]\ngradflow = 1\n[tool]\ngradflow = 3\n', 5, 1, "[tool.gradflow] must be a table"),
+    ('"tool.gradflow" = 1\n[lint]\nselect = 1\n[tool]\ngradflow = {select = ["GF999"]}\n', 5, 13, "unknown rule id"),
     ('[tool.gradflow]\nselect = [\n', 2, 10, "not valid TOML"),
     ("[tool.gradflow]\nselect = " + "[" * 5000 + "]" * 5000 + "\n", 1, 1, "pyproject.toml"),
 ])
