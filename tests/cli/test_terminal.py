@@ -4,6 +4,7 @@ refused in model files, CR-only files are located right, any COLUMNS still print
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -115,7 +116,7 @@ def test_a_narrow_terminal_still_keeps_words_whole():
 def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
     import unicodedata
     out = shown(text)
-    unsafe = escape.pattern(escape.UNSAFE_CHARS)
+    unsafe = re.compile(escape.UNSAFE_CHARS)
     assert not unsafe.search(out)
     assert not [c for c in out if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")]
     assert not [c for c in out if unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF",
@@ -123,12 +124,12 @@ def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
     if not unsafe.search(text):
         assert out == text
     assert out == unsafe.sub(escape._escape, text)   # printable text skips the pattern: the same
-    assert escape.encodable(text) == escape.pattern(escape.SURROGATES).sub(escape._escape, text)
+    assert escape.encodable(text) == re.compile(escape.SURROGATES).sub(escape._escape, text)
 
 
 def test_every_character_shown_escapes_is_unprintable():
     # what lets shown() and encodable() return printable text without searching it
-    unsafe = escape.pattern(escape.UNSAFE_CHARS)
+    unsafe = re.compile(escape.UNSAFE_CHARS)
     matched = [chr(c) for c in range(0x110000) if unsafe.match(chr(c))]
     assert len(matched) > 2000 and not [c for c in matched if c.isprintable()]
 
