@@ -144,3 +144,18 @@ def test_json_output_is_valid_unicode_for_file_names_that_are_not_utf8(tmp_path)
         out.encode("utf-8")   # strict: no lone surrogate anywhere
         assert "\\udcff" not in out and "model\\\\xff.yaml" in out
         json.loads(out)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit"])
+def test_a_name_the_output_encoding_cannot_spell_is_written_escaped(tmp_path, fmt):
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    model = tmp_path / "é名.yaml"
+    model.write_bytes((MODELS / "stop_gradient_tape.yaml").read_bytes())
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "gradflow.cli.main", "check", "--format", fmt, str(model)],
+                          capture_output=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == b""
+    out = done.stdout.decode("utf-8")   # JUnit is an XML document that declares UTF-8
+    assert "名" in out or "\\u540d" in out
