@@ -10,22 +10,17 @@ terminal or a line-oriented format; what is escaped reads like a Python literal.
 from __future__ import annotations
 
 import re
-from functools import cache
 
 # C0 and C1 controls, DEL, line and paragraph separators, direction marks and overrides,
 # the lone surrogates that stand for undecodable bytes in file names, and the two
 # noncharacters XML 1.0 does not allow (a file name may hold them; JUnit must parse).
 # None of them is printable (str.isprintable), so printable text is returned at once and
-# the patterns are compiled only for text that needs them (a millisecond at start-up).
+# the patterns are compiled (into re's cache) only for text that needs them (a millisecond
+# at start-up).
 UNSAFE_CHARS = ("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
                 "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 NAMED = {"\n": r"\n", "\r": r"\r", "\t": r"\t"}
 SURROGATES = "[\ud800-\udfff]"
-
-
-@cache
-def pattern(chars: str) -> re.Pattern:
-    return re.compile(chars)
 
 
 def _escape(match: re.Match) -> str:
@@ -41,7 +36,7 @@ def _escape(match: re.Match) -> str:
 def shown(text) -> str:
     """``text`` with every control, direction-changing and undecodable character escaped."""
     text = str(text)
-    return text if text.isprintable() else pattern(UNSAFE_CHARS).sub(_escape, text)
+    return text if text.isprintable() else re.sub(UNSAFE_CHARS, _escape, text)
 
 
 def encodable(text: str) -> str:
@@ -50,4 +45,4 @@ def encodable(text: str) -> str:
     strict JSON readers refuse unpaired surrogate escapes. Other text is unchanged."""
     if text.isascii() or text.isprintable():
         return text
-    return pattern(SURROGATES).sub(_escape, text)
+    return re.sub(SURROGATES, _escape, text)

@@ -289,6 +289,10 @@ def main() -> None:
     from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted
     collector.pause()   # until the command has loaded its libraries
     catch_interrupts()
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        # A name the output's encoding cannot spell (an ASCII-only locale, PYTHONIOENCODING)
+        # is written escaped, as stderr writes it, rather than ending the command.
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         cli(prog_name="gradflow")
     except Interrupted:   # before or after a command ran (inside one, its wrapper says it)

@@ -25,7 +25,7 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
     one round trip per file cost more than a small model's whole check."""
     from concurrent.futures.process import BrokenProcessPool
     chunks = chunked(items, jobs)
-    pool = pool_of(jobs)
+    pool = pool_of(min(jobs, len(chunks)))   # the pool forks all its workers at once, busy or not
     try:
         futures = [(chunk, pool.submit(run_chunk, func, chunk, args)) for chunk in chunks]
         results, broken = [], []

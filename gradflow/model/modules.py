@@ -202,9 +202,7 @@ class ModuleCalls:
         for i in range(times):
             path = f"{prefix}{i}"
             if template is not None and template.fits(h) and len(nodes) + template.size <= limit:
-                # A block without parameters keeps no record per instance: nothing to look up.
-                params = self.instantiate(module, path, template.dims, node) if module.params else {}
-                h = template.replay(path, h, params)
+                h = template.replay(path, h, self.instantiate(module, path, template.dims, node))
                 continue
             start, x = len(nodes), h
             h = self.expand(module, path, {}, [h], node)

@@ -20,15 +20,17 @@ import re
 from gradflow.model.spec import Place
 
 MAX_CHARS = 200    # longer text is rarely this simple, and the general path bounds it
-# A dotted name or a plain decimal number (no exponent, no '_', not so long it is slow).
-OPERAND = r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[0-9]{1,15}\.[0-9]{1,15}|[1-9][0-9]{0,17}|0)"
-CALL = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*)\({OPERAND}\)")
+NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# A plain decimal number: no exponent, no '_', not so long it is slow.
+NUMBER = r"[0-9]{1,15}\.[0-9]{1,15}|[1-9][0-9]{0,17}|0"
+OPERAND = rf"({NAME}(?:\.{NAME})*|{NUMBER})"   # or a dotted name
+CALL = re.compile(rf"({NAME})\({OPERAND}\)")
 BINARY = re.compile(rf"{OPERAND} *(\*\*|[-+*/@]) *{OPERAND}")
 # An init: a name alone (``zeros``) or called on numbers and dim names (``normal(0.0, 0.02)``,
 # ``randint(0, classes)``), one space after each comma. Compiled on first use (re's cache):
 # a model without init: lines never pays for it at start-up.
-INIT_ARG = r"-?(?:[0-9]{1,15}\.[0-9]{1,15}|[1-9][0-9]{0,17}|0)|[A-Za-z_][A-Za-z0-9_]*"
-INIT = rf"([A-Za-z_][A-Za-z0-9_]*)(?:\(((?:{INIT_ARG})(?:, (?:{INIT_ARG}))*)\))?"
+INIT_ARG = rf"-?(?:{NUMBER})|{NAME}"
+INIT = rf"({NAME})(?:\(((?:{INIT_ARG})(?:, (?:{INIT_ARG}))*)\))?"
 OPERATORS = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 KEYWORDS = frozenset(keyword.kwlist)   # True, None, lambda, if ...: never names
 LOAD = ast.Load()
@@ -36,7 +38,7 @@ LOAD = ast.Load()
 
 def parse_simple(text: str, origin: Place, quoted: bool):
     """The checked tree of ``f(a)`` or ``a OP b`` on one line, or None for any other text."""
-    if len(text) > MAX_CHARS or "__" in text:   # the general path says what is wrong
+    if not short(text):
         return None
     col = origin.col + int(quoted)
     found = CALL.fullmatch(text)
@@ -65,8 +67,7 @@ def operand(found: re.Match, group: int, line: int, col: int):
     when a part of a name is a Python keyword."""
     text, start = found.group(group), found.start(group)
     if text[0].isdigit():
-        value = float(text) if "." in text else int(text)
-        node = located(ast.Constant(value, None), line, col, start, found.end(group))
+        node = located(ast.Constant(number(text), None), line, col, start, found.end(group))
         return node, [node]
     parts = text.split(".")
     end = start + len(parts[0])
@@ -92,15 +93,26 @@ def located(node, line: int, col: int, start: int, end: int):
 def parse_simple_init(text: str):
     """(name, args) of an init written as ``name`` or ``name(a, b)`` with numbers and dim
     names as arguments, as ``expr.parse_init`` reads them from the tree; None for other text."""
-    found = re.fullmatch(INIT, text) if len(text) <= MAX_CHARS and "__" not in text else None
+    found = re.fullmatch(INIT, text) if short(text) else None
     if found is None or found.group(1) in KEYWORDS:
         return None
     args = []
     for arg in found.group(2).split(", ") if found.group(2) else ():
         if arg[0] == "-" or arg[0].isdigit():   # -x is the negated number, as the tree has it
-            args.append(float(arg) if "." in arg else int(arg))
+            args.append(number(arg))
         elif arg in KEYWORDS:
             return None
         else:
             args.append(arg)
     return found.group(1), tuple(args)
+
+
+def short(text: str) -> bool:
+    """Whether text may be simple at all: longer text, or a dunder, is left to the general
+    path, which says what is wrong."""
+    return len(text) <= MAX_CHARS and "__" not in text
+
+
+def number(text: str) -> int | float:
+    """The value of a matched number, as the parser reads it (a '.' makes it a float)."""
+    return float(text) if "." in text else int(text)

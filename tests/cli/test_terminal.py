@@ -4,6 +4,7 @@ refused in model files, CR-only files are located right, any COLUMNS still print
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -115,7 +116,7 @@ def test_a_narrow_terminal_still_keeps_words_whole():
 def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
     import unicodedata
     out = shown(text)
-    unsafe = escape.pattern(escape.UNSAFE_CHARS)
+    unsafe = re.compile(escape.UNSAFE_CHARS)
     assert not unsafe.search(out)
     assert not [c for c in out if unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")]
     assert not [c for c in out if unicodedata.bidirectional(c) in ("LRE", "RLE", "LRO", "RLO", "PDF",
@@ -123,12 +124,12 @@ def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):
     if not unsafe.search(text):
         assert out == text
     assert out == unsafe.sub(escape._escape, text)   # printable text skips the pattern: the same
-    assert escape.encodable(text) == escape.pattern(escape.SURROGATES).sub(escape._escape, text)
+    assert escape.encodable(text) == re.compile(escape.SURROGATES).sub(escape._escape, text)
 
 
 def test_every_character_shown_escapes_is_unprintable():
     # what lets shown() and encodable() return printable text without searching it
-    unsafe = escape.pattern(escape.UNSAFE_CHARS)
+    unsafe = re.compile(escape.UNSAFE_CHARS)
     matched = [chr(c) for c in range(0x110000) if unsafe.match(chr(c))]
     assert len(matched) > 2000 and not [c for c in matched if c.isprintable()]
 
@@ -143,3 +144,18 @@ def test_json_output_is_valid_unicode_for_file_names_that_are_not_utf8(tmp_path)
         out.encode("utf-8")   # strict: no lone surrogate anywhere
         assert "\\udcff" not in out and "model\\\\xff.yaml" in out
         json.loads(out)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit"])
+def test_a_name_the_output_encoding_cannot_spell_is_written_escaped(tmp_path, fmt):
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    model = tmp_path / "é名.yaml"
+    model.write_bytes((MODELS / "stop_gradient_tape.yaml").read_bytes())
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "gradflow.cli.main", "check", "--format", fmt, str(model)],
+                          capture_output=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == b""
+    out = done.stdout.decode("utf-8")   # JUnit is an XML document that declares UTF-8
+    assert "名" in out or "\\u540d" in out
