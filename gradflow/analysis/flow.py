@@ -91,12 +91,6 @@ class LossFlow:
         return found
 
 
-def carries_rule(op, k: int) -> bool:
-    """Does ``op`` have a gradient rule for its input ``k``? (``Op.vjps_for`` without
-    building the partials of a variadic op, which share one rule.)"""
-    return (op.vjps[0] if op.variadic else op.vjps[k]) is not None
-
-
 class Graph:
     """Adjacency and cut classification of one tape, shared by every loss."""
 
@@ -134,7 +128,7 @@ class Graph:
         op = node.op
         if op is None:
             return ()
-        return [(p, carries_rule(op, k) and p.dtype.kind == "f")
+        return [(p, op.has_rule(k) and p.dtype.kind == "f")
                 for k, p in enumerate(node.parents) if every or self.upstream[p.index]]
 
     def cut_at(self, node, parent) -> Cut:
@@ -155,7 +149,7 @@ class Graph:
             op = node.op
             if op is None:
                 continue
-            rules, k = op.vjps, 0          # Graph.edges inlined: this runs per node
+            rules, k = op.vjps, 0          # Graph.edges (and Op.has_rule) inlined: this runs per node
             for parent in node.parents:
                 i = parent.index
                 if upstream[i]:

@@ -125,6 +125,11 @@ class Op:
         rule, memo = self.vjps[0], {}
         return tuple(None if rule is None else functools.partial(rule, index=k, memo=memo) for k in range(n_inputs))
 
+    def has_rule(self, k: int) -> bool:
+        """Does input ``k`` have a gradient rule? (``vjps_for`` without building a variadic
+        op's partials, which all share its one rule.)"""
+        return (self.vjps[0] if self.variadic else self.vjps[k]) is not None
+
     def numbered_for(self, n_inputs: int) -> tuple:
         """``(k, rule)`` for each of ``n_inputs`` inputs, in order."""
         return tuple(enumerate(self.vjps_for(n_inputs))) if self.variadic else self.numbered
@@ -152,8 +157,7 @@ class Op:
         condition or an index never turns an integer result into a float one.
         """
         if self.out == "promote" and self.kind == "differentiable":
-            rules = self.vjps_for(len(dtypes))
-            dtypes = [d for d, rule in zip(dtypes, rules) if rule is not None]
+            dtypes = [d for k, d in enumerate(dtypes) if self.has_rule(k)]
         if self.out == "float" or (self.out == "promote" and any(dtype_kind(d) == "f" for d in dtypes)):
             return np.dtype(float_dtype)
         if self.out == "first":

@@ -343,3 +343,10 @@ def test_every_required_attribute_is_exercised():
         required = {k for k, v in op.attrs.items() if v is REQUIRED}
         for case in CASES[name]:
             assert required <= set(case.attrs), f"{name} case {case.id} lacks {required}"
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_has_rule_says_which_inputs_vjps_for_gives_a_rule(name):
+    op = OPS[name]
+    n = 3 if op.variadic else len(op.inputs)
+    assert [op.has_rule(k) for k in range(n)] == [rule is not None for rule in op.vjps_for(n)]
