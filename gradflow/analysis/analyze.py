@@ -20,7 +20,7 @@ from gradflow.errors import ModelError
 from gradflow.model.files import human_bytes
 
 GIB = 1024 ** 3
-SMALL = 4096   # entries: a gradient this small costs more in calls than in arithmetic
+STACKED_UP_TO = 4096   # entries: a gradient this small costs more in calls than in arithmetic
 STACKED = 1 << 16   # bytes of such gradients stacked at a time (malloc's mmap threshold is 128 KiB)
 
 
@@ -141,7 +141,7 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
         plain, more = grads[i] if i < len(grads) else None, extra[i] if i < len(extra) else None
         if more is None and plain is not None and pair.status in ("flows", "zero"):
             pair.counterfactual_norm = pair.norm     # no stop above: the norm of the same array
-        elif plain.__class__ is more.__class__ is np.ndarray and 0 < plain.size <= SMALL:
+        elif plain.__class__ is more.__class__ is np.ndarray and 0 < plain.size <= STACKED_UP_TO:
             kind = (plain.shape, plain.dtype, more.shape, more.dtype)
             both.setdefault(kind, []).append((pair, plain, more))
         else:

@@ -14,7 +14,7 @@ from gradflow.analysis.flow import cut_of
 
 BLOCK = 1 << 16   # entries per block of a large gradient: one read from memory serves every pass
 MAX, MIN = np.maximum.reduce, np.minimum.reduce
-SMALL = 1 << 12   # entries up to which a gradient is taken whole, with no scratch arrays
+TAKEN_WHOLE = 1 << 12   # entries up to which a gradient is taken whole, with no scratch arrays
 
 
 def grad_stats(g) -> dict:
@@ -29,7 +29,7 @@ def grad_stats(g) -> dict:
     if not g.size:
         return {"norm": 0.0, "max_abs": 0.0, "zero_fraction": 1.0, "nonfinite": 0}
     flat = g.reshape(-1)
-    if flat.size <= SMALL:   # one pass each and no scratch: making it would cost more
+    if flat.size <= TAKEN_WHOLE:   # one pass each and no scratch: making it would cost more
         squares, high, low = squared_norm(flat), MAX(flat), MIN(flat)
         zeros = flat.size - np.count_nonzero(flat)
     else:

@@ -30,7 +30,7 @@ def test_grad_stats_by_blocks_equal_one_pass_over_the_whole_array(monkeypatch, d
         blocks = numeric.grad_stats(g)
         monkeypatch.setattr(numeric, "BLOCK", g.size)
         whole = numeric.grad_stats(g)
-        monkeypatch.setattr(numeric, "SMALL", g.size)   # taken whole, without the blocks' scratch
+        monkeypatch.setattr(numeric, "TAKEN_WHOLE", g.size)   # taken whole, without the blocks' scratch
         small = numeric.grad_stats(g)
     assert repr(small) == repr(whole)
     assert blocks["norm"] == pytest.approx(whole["norm"], rel=1e-13, nan_ok=True)
@@ -41,7 +41,7 @@ def test_grad_stats_by_blocks_equal_one_pass_over_the_whole_array(monkeypatch, d
     assert blocks["nonfinite"] == int(np.count_nonzero(~np.isfinite(g)))
 
 
-@pytest.mark.parametrize("size", [10, numeric.SMALL + 1, 3 * numeric.BLOCK])
+@pytest.mark.parametrize("size", [10, numeric.TAKEN_WHOLE + 1, 3 * numeric.BLOCK])
 @pytest.mark.parametrize("negative", ["all", "first half", "second half"])
 def test_max_abs_of_signed_zeros_is_plus_zero_whole_or_by_blocks(size, negative):
     g = np.zeros(size)
