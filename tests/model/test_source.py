@@ -343,8 +343,19 @@ def test_parse_yaml_refuses_too_many_nodes(loader, monkeypatch):
     ("".join(" " * i + "a:\n" for i in range(100)), 65, 65),
 ], ids=["flow-65", "flow-seq-20000", "root-seq-20000", "flow-map-20000",
         "block-seq-20000", "block-map-100"])
-def test_parse_yaml_refuses_deep_nesting_quickly(text, line, col):
-    assert quick_place_of(text) == (line, col, "nesting deeper than 64 levels")
+def test_parse_yaml_refuses_deep_nesting_quickly(text, line, col, loader, monkeypatch):
+    # "Quickly" as a count, not a time: the refusal comes at the 65th opening, so at most
+    # two events per level (a key and its opening) are read however deep the text goes.
+    pulled = []
+    parser = getattr(yaml, loader)
+
+    class Counting(parser):
+        def get_event(self):
+            pulled.append(1)
+            return super().get_event()
+    monkeypatch.setattr(source, "LOADER", Counting)
+    assert place_of(text) == (line, col, "nesting deeper than 64 levels")
+    assert len(pulled) <= 2 * 64 + 4
 
 
 def test_parse_yaml_refuses_deep_nesting_through_alias():
