@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squares_of
-from gradflow.engine.rows import plan, sweep_rows
+from gradflow.engine.rows import sweep_rows
+from gradflow.engine.waves import plan
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
 
@@ -73,27 +74,35 @@ def together_pays(walk, nodes: int, stops: int) -> bool:
 
 def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:
     """Each seeded stop's cut_norm from its rows at the parameters; the sum of the stops' sweeps,
-    or None (``apart``: no stop lies above another)."""
+    or None (``apart``: no stop lies above another). One pass over the parameters for both."""
     squares, blocks = [0.0] * len(seeded), {}
+    total = [None] * len(model.tape.nodes) if apart else None
     for t in model.params.values():       # in the model's order, as each stop's own sum
-        for keys, rows, span in leaves.get(t.index, ()):
-            for key, square in zip(keys, row_squares(rows, span, blocks)):
-                squares[key] += square
+        pieces = leaves.get(t.index)
+        if pieces is None:
+            continue
+        for keys, rows, span in pieces:
+            done, start = row_squares(rows, span, blocks)
+            if len(keys) == 1:
+                squares[keys[0]] += done[start]
+            else:
+                for key, square in zip(keys, done[start:start + len(keys)]):
+                    squares[key] += square
+        if total is not None and total[t.index] is None:   # a tensor under two names: summed once
+            total[t.index] = sum_of_rows(pieces)
     norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
-    if not apart or not all(map(math.isfinite, squares)):
+    if total is None or not all(map(math.isfinite, squares)):
         return norms, None
-    total = [None] * len(model.tape.nodes)
-    for i in dict.fromkeys(t.index for t in model.params.values()):   # a tensor under two names: once
-        if i in leaves:
-            # In the stops' order, one after another: as one stop's sweep was added after another's.
-            pieces = leaves[i]
-            if len(pieces) == 1 and len(pieces[0][0]) == 1:
-                total[i] = pieces[0][1][0]
-                continue
-            ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
-                             key=lambda entry: entry[0])
-            total[i] = sum_in_order([row for _, row in ordered])
     return norms, total
+
+
+def sum_of_rows(pieces: list):
+    """The sum of a leaf's rows in key order: as one stop's sweep was added after another's."""
+    if len(pieces) == 1 and len(pieces[0][0]) == 1:
+        return pieces[0][1][0]
+    ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
+                     key=lambda entry: entry[0])
+    return sum_in_order([row for _, row in ordered])
 
 
 def sum_in_order(rows: list):
@@ -106,16 +115,17 @@ def sum_in_order(rows: list):
     return total
 
 
-def row_squares(rows, span, blocks: dict) -> list:
-    """Each row's sum of squares (in float64); rows that lie in a larger block (``span``) are
-    read off that block's, computed once (``blocks``) for all the leaves whose rows it holds."""
+def row_squares(rows, span, blocks: dict) -> tuple[list, int]:
+    """Each row's sum of squares (in float64), as a list and where ``rows``' first lies in it:
+    rows that lie in a larger block (``span``) are read off that block's, computed once
+    (``blocks``) for all the leaves whose rows it holds."""
     if span is None:
-        return squares_of(rows)
+        return squares_of(rows), 0
     block, start = span
     done = blocks.get(id(block))
     if done is None:
         done = blocks[id(block)] = squares_of(block)
-    return done[start:start + len(rows)]
+    return done, start
 
 
 def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[dict, list | None]:

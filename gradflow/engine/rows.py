@@ -1,10 +1,10 @@
 """A reverse sweep for many seeds at once, each seed's gradient kept apart: ``sweep_rows``.
 
 It gives, at the leaves, what one ``Tape.sweep(None, seeds={node: g}, order=...)`` per
-seed gives, from one walk over the union of the seeds' ancestors (``plan``, then ``sweep_rows``). Every node carries the
-gradients of the seeds that reach it as rows (a seed's gradient on a new leading axis),
-and the walk goes in waves: a node's wave lies past every wave of the nodes it feeds, so
-the nodes of one wave are independent. Where rules allow it (STACKABLE) one call serves
+seed gives, from one walk over the union of the seeds' ancestors (``waves.plan``, then
+``sweep_rows``). Every node carries the gradients of the seeds that reach it as rows (a
+seed's gradient on a new leading axis), and the walk goes in waves: a node's wave lies past
+every wave of the nodes it feeds, so the nodes of one wave are independent. Where rules allow it (STACKABLE) one call serves
 many rows: the rows of a trunk that many seeds reach, and those of same-shaped nodes of
 one wave (parallel branches), their values stacked alongside. Any other rule is called
 once per row. Per seed, the same rules meet the same numbers, and what reaches a node by
@@ -12,9 +12,6 @@ several paths is summed in the order the seed's own sweep adds it.
 """
 
 from __future__ import annotations
-
-import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -51,12 +48,14 @@ class Pack:
     """What one call passes to inputs the batch's nodes do not share: ``rows[starts[s]:
     starts[s + 1]]`` go to ``nodes[s]``, for ``keys[s]``, from the child ``whence[s]``. When
     those inputs are again nodes of one kind in one wave (parallel branches), the pack is
-    their next batch as it is: no row is split off and put back together."""
+    their next batch as it is: no row is split off and put back together. ``alike``: its nodes
+    are known to be ops of one kind (seeds filed together)."""
 
-    __slots__ = ("nodes", "keys", "rows", "starts", "whence")
+    __slots__ = ("nodes", "keys", "rows", "starts", "whence", "alike")
 
-    def __init__(self, nodes, keys, rows, starts, whence):
+    def __init__(self, nodes, keys, rows, starts, whence, alike=False):
         self.nodes, self.keys, self.rows, self.starts, self.whence = nodes, keys, rows, starts, whence
+        self.alike = alike
 
     def rows_of(self, s: int):
         return self.rows[self.starts[s]:self.starts[s + 1]]
@@ -71,8 +70,7 @@ def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
     when the rows are ``block[start:start + len(keys)]``, else None. ``waves``: the seeds'
     ``plan``."""
     pending, leaves = {}, {}
-    for key, node, g in seeds:
-        pending.setdefault(node.index, []).append(([key], np.asarray(g)[None], SEEDED))
+    file_seeds(seeds, pending)
     for wave in waves:
         kinds, packs = {}, {}
         for i in wave:
@@ -99,6 +97,30 @@ def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
     return leaves
 
 
+def file_seeds(seeds: list, pending: dict) -> None:
+    """Seeds ``(key, node, g)`` in ``pending``. Those at ops of one stackable kind go as packs,
+    as a wave's batches would hold them (passed on whole when they all arrive together); one
+    array seeded at every node of a pack is a read-only broadcast of it, not copies. Any other
+    seed is a chunk of its own."""
+    kinds = {}
+    for key, node, g in seeds:
+        kind = kind_of(node)
+        if kind.__class__ is tuple:
+            kinds.setdefault(kind, []).append((node, [key], np.asarray(g)))
+        else:
+            pending.setdefault(node.index, []).append(([key], np.asarray(g)[None], SEEDED))
+    for group in kinds.values():
+        for run in runs(group, group[0][2].nbytes):
+            gs = [g for _, _, g in run]
+            first = gs[0]
+            same = all(g is first for g in gs)
+            rows = np.broadcast_to(first, (len(gs),) + first.shape) if same else np.stack(gs)
+            pack = Pack([node for node, _, _ in run], [keys for _, keys, _ in run], rows,
+                        list(range(len(run) + 1)), [SEEDED] * len(run), alike=True)
+            for s, node in enumerate(pack.nodes):
+                pending.setdefault(node.index, []).append((pack, s))
+
+
 def take(node, pieces: list, kinds: dict, leaves: dict) -> None:
     """File what reached ``node``: a leaf's rows are a result, an op's wait for its kind's calls."""
     if node.op is None:
@@ -113,7 +135,7 @@ def settle(pack: Pack, slots: list, kinds: dict, leaves: dict) -> None:
     first = pack.nodes[0]
     if len(slots) == len(pack.nodes) and first.op is not None:
         kind = kind_of(first)
-        if kind.__class__ is tuple and [kind_of(node) for node in pack.nodes].count(kind) == len(slots):
+        if pack.alike or kind.__class__ is tuple and [kind_of(node) for node in pack.nodes].count(kind) == len(slots):
             kinds.setdefault(("pack", id(pack)), []).append(pack)
             return
     for s in slots:
@@ -122,54 +144,6 @@ def settle(pack: Pack, slots: list, kinds: dict, leaves: dict) -> None:
             leaves[node.index] = [(pack.keys[s], pack.rows_of(s), (pack.rows, pack.starts[s]))]
         else:
             take(node, [(pack.keys[s], pack.rows_of(s))], kinds, leaves)
-
-
-class Plan(NamedTuple):
-    waves: list      # the indices of the walk, in waves
-    visits: int      # nodes that one sweep per seed, over its ancestors, would visit in all
-    groups: int      # (wave, op) pairs: about how many calls the walk makes
-    held: int        # bytes of rows at most: at every leaf (kept to the end), at the widest op node
-
-
-def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | None:
-    """The walk from ``sources`` (the seeds' nodes) over ``order`` (node indices, descending,
-    covering every ancestor of the sources); None past ``limit`` visits. A node's bits say
-    which sources lie below it (each sets one); its wave is one past the latest wave it feeds,
-    so the nodes of one wave are independent."""
-    masks, waves_of, waves, visits, groups, leaves, widest = {}, {}, [], 0, set(), 0, 0
-    limit = math.inf if limit is None else limit
-    for k, node in enumerate(sources):
-        masks[node.index] = masks.get(node.index, 0) | 1 << k
-        waves_of[node.index] = 0
-    for i in order:
-        mask, wave = masks.pop(i, 0), waves_of.pop(i, 0)   # popped: only the frontier is kept
-        count = mask.bit_count()
-        visits += count
-        if visits > limit:
-            return None
-        if wave == len(waves):
-            waves.append([i])
-        else:
-            waves[wave].append(i)
-        node = nodes[i]
-        if node.op is None:
-            leaves += count * node.size * node.dtype.itemsize
-        else:
-            groups.add((wave, node.op.name))
-            if count > 1:
-                widest = max(widest, count * node.size * node.dtype.itemsize)
-        below = wave + 1
-        for parent in node.parents:
-            if parent.requires_grad:
-                j = parent.index
-                if j in masks:                     # the two dicts always hold the same nodes
-                    masks[j] |= mask
-                    if waves_of[j] < below:
-                        waves_of[j] = below
-                else:
-                    masks[j] = mask
-                    waves_of[j] = below
-    return Plan(waves, visits, len(groups), leaves + widest)
 
 
 def kind_of(node):
@@ -215,14 +189,21 @@ def gather(chunks: list) -> list:
 
 def batches(items: list):
     """``items`` (node, keys, rows) of one kind as packs of at most BATCH_BYTES of rows."""
-    limit, run, size = max(BATCH_BYTES, items[0][2][0].nbytes), [], 0
+    for run in runs(items, items[0][2][0].nbytes):
+        yield packed(run)
+
+
+def runs(items: list, row_bytes: int):
+    """``items`` (node, keys, rows) in order, in runs whose rows stay within BATCH_BYTES; a run
+    holds at least one item (``row_bytes``: one row's bytes)."""
+    limit, run, size = max(BATCH_BYTES, row_bytes), [], 0
     for item in items:
         if run and size + item[2].nbytes > limit:
-            yield packed(run)
+            yield run
             run, size = [], 0
         run.append(item)
         size += item[2].nbytes
-    yield packed(run)
+    yield run
 
 
 def packed(items: list) -> Pack:

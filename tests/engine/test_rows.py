@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape, quiet
-from gradflow.engine.rows import STACKABLE, plan, stacks, sweep_rows
+from gradflow.engine.rows import STACKABLE, stacks, sweep_rows
+from gradflow.engine.waves import plan
 from test_ops import CASES  # pytest puts this directory on sys.path
 
 
@@ -109,6 +110,20 @@ def branches(dtype=np.float64):
 def test_rows_through_trunks_branches_joins_and_stops_match_own_sweeps():
     tape, seeds = branches()
     assert_rows_match_own_sweeps(tape, seeds)
+
+
+def test_one_array_seeded_at_many_nodes_gives_each_seed_what_its_own_sweep_gives():
+    """Seeds of one kind that share one array are rows of one read-only broadcast of it."""
+    tape, seeds = branches()
+    shared = {}
+    seeds = [(k, node, shared.setdefault(node.shape, g)) for k, node, g in seeds]
+    assert len({id(g) for _, _, g in seeds}) < len(seeds)
+    assert_rows_match_own_sweeps(tape, seeds)
+    rng, tape = np.random.default_rng(3), Tape()
+    x = tape.param(rng.normal(size=(3, 4)))
+    tops = [tape.apply("tanh", x * tape.param(rng.normal(size=(3, 4)))) for _ in range(5)]
+    g = rng.normal(size=(3, 4))
+    assert_rows_match_own_sweeps(tape, [(k, top, g) for k, top in enumerate(tops + tops[:2])])
 
 
 def test_rows_keep_a_float32_tape_float32():
