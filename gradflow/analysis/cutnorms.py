@@ -75,10 +75,10 @@ def together_pays(walk, nodes: int, stops: int) -> bool:
 def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:
     """Each seeded stop's cut_norm from its rows at the parameters; the sum of the stops' sweeps,
     or None (``apart``: no stop lies above another). One pass over the parameters for both."""
-    squares, blocks = [0.0] * len(seeded), {}
+    squares, blocks, get = [0.0] * len(seeded), {}, leaves.get
     total = [None] * len(model.tape.nodes) if apart else None
     for t in model.params.values():       # in the model's order, as each stop's own sum
-        pieces = leaves.get(t.index)
+        pieces = get(t.index)
         if pieces is None:
             continue
         for keys, rows, span in pieces:
@@ -89,7 +89,8 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
                 for key, square in zip(keys, done[start:start + len(keys)]):
                     squares[key] += square
         if total is not None and total[t.index] is None:   # a tensor under two names: summed once
-            total[t.index] = sum_of_rows(pieces)
+            one = len(pieces) == 1 and len(pieces[0][0]) == 1
+            total[t.index] = pieces[0][1][0] if one else sum_of_rows(pieces)
     norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
     if total is None or not all(map(math.isfinite, squares)):
         return norms, None
@@ -98,20 +99,21 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
 
 def sum_of_rows(pieces: list):
     """The sum of a leaf's rows in key order: as one stop's sweep was added after another's."""
-    if len(pieces) == 1 and len(pieces[0][0]) == 1:
-        return pieces[0][1][0]
+    keys = pieces[0][0]
+    if len(pieces) == 1 and all(a < b for a, b in zip(keys, keys[1:])):
+        return sum_in_order(pieces[0][1])
     ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
                      key=lambda entry: entry[0])
     return sum_in_order([row for _, row in ordered])
 
 
-def sum_in_order(rows: list):
-    """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype): the same adds in
-    the same order, into one array instead of a new one per add. Not ``np.sum`` over stacked
-    rows, whose pairwise summation may group them otherwise."""
+def sum_in_order(rows):
+    """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype, a list or the first
+    axis of an array): the same adds in the same order, into one array instead of a new one
+    per add. Not ``np.sum`` over stacked rows, whose pairwise summation may group them otherwise."""
     total = np.add(rows[0], rows[1], out=np.empty_like(rows[0]))
-    for row in rows[2:]:
-        np.add(total, row, out=total)
+    for k in range(2, len(rows)):
+        np.add(total, rows[k], out=total)
     return total
 
 

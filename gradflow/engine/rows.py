@@ -4,10 +4,10 @@ It gives, at the leaves, what one ``Tape.sweep(None, seeds={node: g}, order=...)
 seed gives, from one walk over the union of the seeds' ancestors (``waves.plan``, then
 ``sweep_rows``). Every node carries the gradients of the seeds that reach it as rows (a
 seed's gradient on a new leading axis), and the walk goes in waves: a node's wave lies past
-every wave of the nodes it feeds, so the nodes of one wave are independent. Where rules allow it (STACKABLE) one call serves
-many rows: the rows of a trunk that many seeds reach, and those of same-shaped nodes of
-one wave (parallel branches), their values stacked alongside. Any other rule is called
-once per row. Per seed, the same rules meet the same numbers, and what reaches a node by
+every wave of the nodes it feeds, so the nodes of one wave are independent. Where rules
+allow it (STACKABLE) one call serves many rows: the rows of a trunk that many seeds reach,
+and those of same-shaped nodes of one wave (parallel branches), their values stacked
+alongside. Any other rule is called once per row. Per seed, the same rules meet the same numbers, and what reaches a node by
 several paths is summed in the order the seed's own sweep adds it.
 """
 
@@ -71,22 +71,28 @@ def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
     ``plan``."""
     pending, leaves = {}, {}
     file_seeds(seeds, pending)
+    pop = pending.pop
     for wave in waves:
         kinds, packs = {}, {}
         for i in wave:
-            chunks = pending.pop(i, None)
+            chunks = pop(i, None)
             if chunks is None:
                 continue
+            chunk = chunks[0]
             if len(chunks) > 1:
                 take(nodes[i], gather(chunks), kinds, leaves)
-            elif len(chunks[0]) == 2:                      # a pack's slot: maybe passed on whole
-                packs.setdefault(chunks[0][0], []).append(chunks[0][1])
-            elif chunks[0][2].__class__ is tuple:          # one chunk from one node: no key twice
-                node, (keys, rows, _) = nodes[i], chunks[0]
+            elif len(chunk) == 2:                          # a pack's slot: maybe passed on whole
+                slots = packs.get(chunk[0])
+                if slots is None:
+                    packs[chunk[0]] = [chunk[1]]
+                else:
+                    slots.append(chunk[1])
+            elif chunk[2].__class__ is tuple:              # one chunk from one node: no key twice
+                node = nodes[i]
                 if node.op is None:
-                    take(node, [(keys, rows)], kinds, leaves)
-                else:                                      # take() inlined: this runs per seed
-                    kinds.setdefault(kind_of(node), []).append((node, keys, rows))
+                    take(node, [chunk[:2]], kinds, leaves)
+                else:                                      # take() inlined: this runs per node
+                    kinds.setdefault(kind_of(node), []).append((node, chunk[0], chunk[1]))
             else:
                 take(nodes[i], gather(chunks), kinds, leaves)
         for pack, slots in packs.items():
@@ -138,12 +144,13 @@ def settle(pack: Pack, slots: list, kinds: dict, leaves: dict) -> None:
         if pack.alike or kind.__class__ is tuple and [kind_of(node) for node in pack.nodes].count(kind) == len(slots):
             kinds.setdefault(("pack", id(pack)), []).append(pack)
             return
+    nodes, keys, rows, starts = pack.nodes, pack.keys, pack.rows, pack.starts
     for s in slots:
-        node = pack.nodes[s]
+        node, start = nodes[s], starts[s]
         if node.op is None:
-            leaves[node.index] = [(pack.keys[s], pack.rows_of(s), (pack.rows, pack.starts[s]))]
+            leaves[node.index] = [(keys[s], rows[start:starts[s + 1]], (rows, start))]
         else:
-            take(node, [(pack.keys[s], pack.rows_of(s))], kinds, leaves)
+            take(node, [(keys[s], rows[start:starts[s + 1]])], kinds, leaves)
 
 
 def kind_of(node):
@@ -236,29 +243,30 @@ def side_by_side(batch: Pack, pending: dict) -> None:
     """``passed_on`` with one call per rule: each node's value and inputs repeated for its
     rows, alongside them; what all the batch's nodes share is passed as it is."""
     nodes, first, starts = batch.nodes, batch.nodes[0], batch.starts
-    counts = [b - a for a, b in zip(starts, starts[1:])]
+    # A node's rows counted only when some node has several (parallel branches have one each).
+    counts = None if starts[-1] == len(nodes) else [b - a for a, b in zip(starts, starts[1:])]
     alone = nodes.count(first) == len(nodes)          # Tensors compare by identity
     reads = first.op.reads   # values no rule reads are not stacked (nor held: see Tape.run)
     ans = (None if "ans" not in reads else first.value if alone else
            stacked([node.value for node in nodes], counts, first.shape))
-    values, shared = [], []
+    values, inputs = [], []
     for k, parent in enumerate(first.parents):
-        shared.append(alone or [node.parents[k] for node in nodes].count(parent) == len(nodes))
-        values.append(None if "inputs" not in reads else parent.value if shared[k] else
-                      stacked([node.parents[k].value for node in nodes], counts, first.shape))
+        inputs.append(None if alone else [node.parents[k] for node in nodes])
+        if inputs[k] is not None and inputs[k].count(parent) == len(nodes):
+            inputs[k] = None                           # shared by every node
+        values.append(None if "inputs" not in reads else parent.value if inputs[k] is None else
+                      stacked([p.value for p in inputs[k]], counts, first.shape))
     for k, vjp in first.op.numbered_for(len(first.parents)):
         parent = first.parents[k]
         if vjp is None or not parent.requires_grad:
             continue
         contrib = fit(vjp(batch.rows, ans, *values, **first.attrs), parent, rows=1)
-        if shared[k]:
-            keys = [key for ks in batch.keys for key in ks]
-            whence = (-first.index, k) if alone else [(-n.index, k) for n, c in zip(nodes, counts) for _ in range(c)]
-            pending.setdefault(parent.index, []).append((keys, contrib, whence))
+        whence = (-first.index, k) if alone else [(-node.index, k) for node in nodes]
+        if inputs[k] is None:
+            pass_shared(batch, counts, contrib, whence, pending.setdefault(parent.index, []))
             continue
-        pack = Pack([node.parents[k] for node in nodes], batch.keys, contrib, starts,
-                    [(-node.index, k) for node in nodes])
-        for s, node in enumerate(pack.nodes):
+        pack = Pack(inputs[k], batch.keys, contrib, starts, whence)
+        for s, node in enumerate(inputs[k]):
             chunks = pending.get(node.index)
             if chunks is None:
                 pending[node.index] = [(pack, s)]
@@ -266,11 +274,24 @@ def side_by_side(batch: Pack, pending: dict) -> None:
                 chunks.append((pack, s))
 
 
-def stacked(values: list, counts: list, out_shape: tuple):
-    """``values`` one after another on a new leading axis, each ``counts`` times, with axes of
-    length 1 after it up to ``out_shape``'s number of axes (so broadcasting lines them up)."""
+def pass_shared(batch: Pack, counts: list | None, contrib, whence, chunks: list) -> None:
+    """The rows for an input every node of ``batch`` shares, as one chunk, from the child each
+    row came from (``whence``: one child, or one per node, repeated per row)."""
+    if counts is None:                                 # a row per node
+        chunks.append(([keys[0] for keys in batch.keys], contrib, whence))
+    else:
+        keys = [key for ks in batch.keys for key in ks]
+        if whence.__class__ is list:
+            whence = [w for w, c in zip(whence, counts) for _ in range(c)]
+        chunks.append((keys, contrib, whence))
+
+
+def stacked(values: list, counts: list | None, out_shape: tuple):
+    """``values`` one after another on a new leading axis, each ``counts`` times (None: once),
+    with axes of length 1 after it up to ``out_shape``'s number of axes (so broadcasting lines
+    them up)."""
     block = np.array(values)
     missing = len(out_shape) + 1 - block.ndim
     if missing:
         block = block.reshape(block.shape[:1] + (1,) * missing + block.shape[1:])
-    return block if len(counts) == sum(counts) else np.repeat(block, counts, axis=0)
+    return block if counts is None else np.repeat(block, counts, axis=0)
