@@ -89,8 +89,7 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
                 for key, square in zip(keys, done[start:start + len(keys)]):
                     squares[key] += square
         if total is not None and total[t.index] is None:   # a tensor under two names: summed once
-            one = len(pieces) == 1 and len(pieces[0][0]) == 1
-            total[t.index] = pieces[0][1][0] if one else sum_of_rows(pieces)
+            total[t.index] = sum_of_rows(pieces)
     norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
     if total is None or not all(map(math.isfinite, squares)):
         return norms, None
@@ -99,9 +98,9 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
 
 def sum_of_rows(pieces: list):
     """The sum of a leaf's rows in key order: as one stop's sweep was added after another's."""
-    keys = pieces[0][0]
-    if len(pieces) == 1 and all(a < b for a, b in zip(keys, keys[1:])):
-        return sum_in_order(pieces[0][1])
+    keys, rows, _ = pieces[0]
+    if len(pieces) == 1 and (len(keys) == 1 or all(a < b for a, b in zip(keys, keys[1:]))):
+        return rows[0] if len(keys) == 1 else sum_in_order(rows)
     ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
                      key=lambda entry: entry[0])
     return sum_in_order([row for _, row in ordered])
@@ -120,14 +119,13 @@ def sum_in_order(rows):
 def row_squares(rows, span, blocks: dict) -> tuple[list, int]:
     """Each row's sum of squares (in float64), as a list and where ``rows``' first lies in it:
     rows that lie in a larger block (``span``) are read off that block's, computed once
-    (``blocks``) for all the leaves whose rows it holds."""
+    (``blocks``, by the block's id) for all the leaves whose rows it holds."""
     if span is None:
         return squares_of(rows), 0
-    block, start = span
-    done = blocks.get(id(block))
+    done = blocks.get(id(span[0]))
     if done is None:
-        done = blocks[id(block)] = squares_of(block)
-    return done, start
+        done = blocks[id(span[0])] = squares_of(span[0])
+    return done, span[1]
 
 
 def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[dict, list | None]:

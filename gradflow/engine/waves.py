@@ -40,11 +40,11 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
             waves.append([i])
         node = nodes[i]
         if node.op is None:
-            leaves += count * node.size * node.dtype.itemsize
+            leaves += count * math.prod(node.shape) * node.dtype.itemsize   # Tensor.size, inlined
             continue
         groups.add((wave, node.op.name))
         if count > 1:
-            widest = max(widest, count * node.size * node.dtype.itemsize)
+            widest = max(widest, count * math.prod(node.shape) * node.dtype.itemsize)
         below = wave + 1
         for parent in node.parents:
             if parent.requires_grad:

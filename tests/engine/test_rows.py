@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape, quiet
-from gradflow.engine.rows import STACKABLE, stacks, sweep_rows
+from gradflow.engine.rows import sweep_rows
+from gradflow.engine.stacking import STACKABLE, kind_of, stacks
 from gradflow.engine.waves import plan
 from test_ops import CASES  # pytest puts this directory on sys.path
 
@@ -76,7 +77,6 @@ def test_matmul_stacks_only_between_matrices():
 
 
 def test_a_node_has_a_kind_of_its_own_exactly_where_its_rules_are_called_per_row():
-    from gradflow.engine.rows import kind_of
     tape = Tape()
     vec, mat, wide = tape.param(np.ones(4)), tape.param(np.ones((4, 2))), tape.param(np.ones((3, 4)))
     nodes = [vec, vec @ vec, vec @ mat, mat @ tape.param(np.ones(2)), wide @ mat, vec * vec, tape.apply("tanh", vec),
