@@ -70,19 +70,21 @@ def file_seeds(seeds: list, pending: dict) -> None:
     as a wave's batches would hold them (passed on whole when they all arrive together); one
     array seeded at every node of a pack is a read-only broadcast of it, not copies. Any other
     seed is a chunk of its own."""
-    kinds = {}
+    kinds, last, group = {}, None, None
     for key, node, g in seeds:
         kind = kind_of(node)
+        g = g if g.__class__ is np.ndarray else np.asarray(g)
         if kind.__class__ is tuple:
-            kinds.setdefault(kind, []).append((node, [key], np.asarray(g)))
+            if kind != last:               # seeds of one kind mostly come together: no hashing
+                last, group = kind, kinds.setdefault(kind, [])
+            group.append((node, [key], g))
         else:
-            pending.setdefault(node.index, []).append(([key], np.asarray(g)[None], SEEDED))
+            pending.setdefault(node.index, []).append(([key], g[None], SEEDED))
     for group in kinds.values():
         for run in runs(group, group[0][2].nbytes):
             gs = [g for _, _, g in run]
-            first = gs[0]
-            same = all(g is first for g in gs)
-            rows = np.broadcast_to(first, (len(gs),) + first.shape) if same else np.stack(gs)
+            same = len(set(map(id, gs))) == 1          # arrays compare by value: ids, not count()
+            rows = np.broadcast_to(gs[0], (len(gs),) + gs[0].shape) if same else np.array(gs)
             pack = Pack([node for node, _, _ in run], [keys for _, keys, _ in run], rows,
                         list(range(len(run) + 1)), [SEEDED] * len(run), alike=True)
             for s, node in enumerate(pack.nodes):
