@@ -19,7 +19,7 @@ import numpy as np
 
 from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squares_of
 from gradflow.engine.rows import sweep_rows
-from gradflow.engine.waves import plan
+from gradflow.engine.waves import calls, plan
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
 
@@ -44,7 +44,7 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
     sources = [source for _, source, _ in seeded]
     order = ancestors(sources) if len(seeded) > 1 else ()
     walk = plan(nodes, sources, order, budget) if order else None
-    if walk is not None and together_pays(walk, len(order), len(seeded)):
+    if walk is not None and together_pays(walk, len(order), len(seeded), nodes):
         leaves = sweep_rows(nodes, [(k, source, g) for k, (_, source, g) in enumerate(seeded)], walk.waves)
         found, total = sums_of_rows(model, seeded, leaves, stops.isdisjoint(order))
     else:
@@ -63,13 +63,17 @@ def brought_to(grads: list, stop):
 ROWS_HELD = 256 * 1024 ** 2   # bytes of gradient rows the walk may hold; a sweep at a time holds one
 
 
-def together_pays(walk, nodes: int, stops: int) -> bool:
+def together_pays(walk, nodes: int, stops: int, tape_nodes: list) -> bool:
     """Whether one walk for all stops costs less than a sweep per stop, by a rough count in
     microseconds: the walk pays per node and per call (a call serves a wave's nodes of one op),
     a sweep per visit and per stop. A lone tower of nodes is swept as before; a trunk shared by
     many stops, stops above stops, or parallel branches of one shape are walked together, unless
     their rows (a parameter's gradient for every stop above it) would not fit in ROWS_HELD."""
-    return 8 * walk.groups + 2 * nodes < 5 * walk.visits + 40 * stops and walk.held <= ROWS_HELD
+    if walk.held > ROWS_HELD:
+        return False
+    budget = 5 * walk.visits + 40 * stops - 2 * nodes
+    # There are no more calls than nodes: they are counted only when that bound does not decide.
+    return 8 * nodes < budget or 8 * calls(tape_nodes, walk.waves) < budget
 
 
 def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:

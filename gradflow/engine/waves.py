@@ -1,7 +1,7 @@
 """The plan of one walk for many seeds (``rows.sweep_rows``): its nodes in waves, and what it costs.
 
 A node's wave lies past every wave of the nodes it feeds, so the nodes of one wave are
-independent; the counts let the caller weigh the walk against a sweep per seed.
+independent; the counts (and ``calls``) let the caller weigh the walk against a sweep per seed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import NamedTuple
 class Plan(NamedTuple):
     waves: list      # the indices of the walk, in waves
     visits: int      # nodes that one sweep per seed, over its ancestors, would visit in all
-    groups: int      # (wave, op) pairs: about how many calls the walk makes
     held: int        # bytes of rows at most: at every leaf (kept to the end), at the widest op node
 
 
@@ -23,7 +22,7 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
     which sources lie below it (each sets one); its wave is one past the latest wave it feeds."""
     # Per node waiting to be reached, [bits, wave] in one list: one lookup where two dicts
     # took two. Popped once reached: only the frontier is kept.
-    state, waves, visits, groups, leaves, widest = {}, [], 0, set(), 0, 0
+    state, waves, visits, leaves, widest = {}, [], 0, 0, 0
     limit = math.inf if limit is None else limit
     for k, node in enumerate(sources):
         state.setdefault(node.index, [0, 0])[0] |= 1 << k
@@ -42,7 +41,6 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
         if node.op is None:
             leaves += count * math.prod(node.shape) * node.dtype.itemsize   # Tensor.size, inlined
             continue
-        groups.add((wave, node.op.name))
         if count > 1:
             widest = max(widest, count * math.prod(node.shape) * node.dtype.itemsize)
         below = wave + 1
@@ -55,4 +53,10 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
                     entry[0] |= mask
                     if entry[1] < below:
                         entry[1] = below
-    return Plan(waves, visits, len(groups), leaves + widest)
+    return Plan(waves, visits, leaves + widest)
+
+
+def calls(nodes: list, waves: list) -> int:
+    """(wave, op) pairs of a plan's ``waves``: about how many calls the walk makes. Apart from
+    the plan: most often no more than an upper bound of it is needed."""
+    return sum(len({nodes[i].op.name for i in wave if nodes[i].op is not None}) for wave in waves)

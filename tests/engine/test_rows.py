@@ -14,7 +14,7 @@ import pytest
 from gradflow.engine import OPS, Tape, quiet
 from gradflow.engine.rows import sweep_rows
 from gradflow.engine.stacking import STACKABLE, kind_of, stacks
-from gradflow.engine.waves import plan
+from gradflow.engine.waves import calls, plan
 from test_ops import CASES  # pytest puts this directory on sys.path
 
 
@@ -146,7 +146,7 @@ def test_plan_counts_the_visits_of_one_sweep_per_seed_and_refuses_past_its_limit
     sources = [h, h.parents[0]]                    # 10 + 9 visits in all
     assert plan(tape.nodes, sources, every_index(tape), limit=18) is None
     walk = plan(tape.nodes, sources, every_index(tape), limit=19)
-    assert walk.visits == 19 and walk.groups == 9
+    assert walk.visits == 19 and calls(tape.nodes, walk.waves) == 9
     assert walk.held == 2 * 3 * 8 + 2 * 3 * 8     # both seeds' rows: at the leaf, at the widest op
     assert walk.waves == [[i] for i in range(9, -1, -1)]
 
