@@ -125,29 +125,37 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name:
     nodes above the stops: exact, and a fraction of a whole extra backward pass.
     ``extra`` (stop indices, their sweeps' sum), when it covers the same stops, is that result.
     """
-    reached = [s for s in stops if brought_to(grads, s) is not None]   # as cut_norms seeds them
-    if extra is not None and extra[0] == {s.index for s in reached}:
+    if extra is not None and swept_every_reached(extra[0], stops, grads):
         extra = extra[1]
     else:
         seeds = {}
-        for stop in reached:
+        for stop in (s for s in stops if brought_to(grads, s) is not None):
             g, source = grads[stop.index], stop.parents[0]
             seeds[source] = g if source not in seeds else seeds[source] + g
         extra = model.tape.sweep(None, through={s.index for s in stops}, seeds=seeds,
                                  order=ancestors(seeds)) if seeds else []
-    both = {}
+    both, last, group, plains, mores = {}, None, None, len(grads), len(extra)
     for name, t in model.params.items():   # grad_at inlined: this runs per parameter
         i, pair = t.index, pairs[name][loss_name]
-        plain, more = grads[i] if i < len(grads) else None, extra[i] if i < len(extra) else None
+        plain, more = grads[i] if i < plains else None, extra[i] if i < mores else None
         if more is None and plain is not None and pair.status in ("flows", "zero"):
             pair.counterfactual_norm = pair.norm     # no stop above: the norm of the same array
         elif plain.__class__ is more.__class__ is np.ndarray and 0 < plain.size <= STACKED_UP_TO:
             kind = (plain.shape, plain.dtype, more.shape, more.dtype)
-            both.setdefault(kind, []).append((pair, plain, more))
+            if kind != last:                         # mostly a run of one kind: no hashing
+                last, group = kind, both.setdefault(kind, [])
+            group.append((pair, plain, more))
         else:
             total = plain if more is None else more if plain is None else plain + more
             pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
     norms_of_sums(both)
+
+
+def swept_every_reached(swept: set, stops: list, grads: list) -> bool:
+    """Whether ``swept`` (stop indices) holds every stop that a gradient reaches, as cut_norms
+    seeds them; most often it holds every stop, told by one set comparison."""
+    return len(swept) >= len(stops) and swept.issuperset([s.index for s in stops]) or all(
+        s.index in swept or brought_to(grads, s) is None for s in stops)
 
 
 def norms_of_sums(both: dict) -> None:

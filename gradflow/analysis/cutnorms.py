@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from gradflow.analysis.numeric import ParamsAmong, ancestors, params_norm, squares_of
-from gradflow.engine.rows import plan, sweep_rows
+from gradflow.engine.rows import sweep_rows
+from gradflow.engine.waves import calls, plan
 
 CUT_NORM_PASSES = 50   # the sweeps behind cut_norm may visit at most this many times the tape
 
@@ -43,7 +44,7 @@ def cut_norms(model, grads, cuts: list, stops: set) -> tuple[dict, tuple | None]
     sources = [source for _, source, _ in seeded]
     order = ancestors(sources) if len(seeded) > 1 else ()
     walk = plan(nodes, sources, order, budget) if order else None
-    if walk is not None and together_pays(walk, len(order), len(seeded)):
+    if walk is not None and together_pays(walk, len(order), len(seeded), nodes):
         leaves = sweep_rows(nodes, [(k, source, g) for k, (_, source, g) in enumerate(seeded)], walk.waves)
         found, total = sums_of_rows(model, seeded, leaves, stops.isdisjoint(order))
     else:
@@ -62,60 +63,74 @@ def brought_to(grads: list, stop):
 ROWS_HELD = 256 * 1024 ** 2   # bytes of gradient rows the walk may hold; a sweep at a time holds one
 
 
-def together_pays(walk, nodes: int, stops: int) -> bool:
+def together_pays(walk, nodes: int, stops: int, tape_nodes: list) -> bool:
     """Whether one walk for all stops costs less than a sweep per stop, by a rough count in
     microseconds: the walk pays per node and per call (a call serves a wave's nodes of one op),
     a sweep per visit and per stop. A lone tower of nodes is swept as before; a trunk shared by
     many stops, stops above stops, or parallel branches of one shape are walked together, unless
     their rows (a parameter's gradient for every stop above it) would not fit in ROWS_HELD."""
-    return 8 * walk.groups + 2 * nodes < 5 * walk.visits + 40 * stops and walk.held <= ROWS_HELD
+    if walk.held > ROWS_HELD:
+        return False
+    budget = 5 * walk.visits + 40 * stops - 2 * nodes
+    # There are no more calls than nodes: they are counted only when that bound does not decide.
+    return 8 * nodes < budget or 8 * calls(tape_nodes, walk.waves) < budget
 
 
 def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, list | None]:
     """Each seeded stop's cut_norm from its rows at the parameters; the sum of the stops' sweeps,
-    or None (``apart``: no stop lies above another)."""
-    squares, blocks = [0.0] * len(seeded), {}
+    or None (``apart``: no stop lies above another). One pass over the parameters for both."""
+    squares, blocks, get = [0.0] * len(seeded), {}, leaves.get
+    total = [None] * len(model.tape.nodes) if apart else None
     for t in model.params.values():       # in the model's order, as each stop's own sum
-        for keys, rows, span in leaves.get(t.index, ()):
-            for key, square in zip(keys, row_squares(rows, span, blocks)):
-                squares[key] += square
+        pieces = get(t.index)
+        if pieces is None:
+            continue
+        for keys, rows, span in pieces:
+            done, start = row_squares(rows, span, blocks)
+            if len(keys) == 1:            # a branch's leaf: one stop's row
+                squares[keys[0]] += done[start]
+            else:
+                for key, square in zip(keys, done[start:start + len(keys)]):
+                    squares[key] += square
+        if total is not None and total[t.index] is None:   # a tensor under two names: summed once
+            # One piece of one row (a branch's leaf): that row, the loop's keys and rows.
+            total[t.index] = rows[0] if len(pieces) == 1 and len(keys) == 1 else sum_of_rows(pieces)
     norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
-    if not apart or not all(map(math.isfinite, squares)):
+    if total is None or not all(map(math.isfinite, squares)):
         return norms, None
-    total = [None] * len(model.tape.nodes)
-    for i in dict.fromkeys(t.index for t in model.params.values()):   # a tensor under two names: once
-        if i in leaves:
-            # In the stops' order, one after another: as one stop's sweep was added after another's.
-            pieces = leaves[i]
-            if len(pieces) == 1 and len(pieces[0][0]) == 1:
-                total[i] = pieces[0][1][0]
-                continue
-            ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
-                             key=lambda entry: entry[0])
-            total[i] = sum_in_order([row for _, row in ordered])
     return norms, total
 
 
-def sum_in_order(rows: list):
-    """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype): the same adds in
-    the same order, into one array instead of a new one per add. Not ``np.sum`` over stacked
-    rows, whose pairwise summation may group them otherwise."""
+def sum_of_rows(pieces: list):
+    """The sum of a leaf's rows in key order: as one stop's sweep was added after another's."""
+    keys, rows, _ = pieces[0]
+    if len(pieces) == 1 and (len(keys) == 1 or all(a < b for a, b in zip(keys, keys[1:]))):
+        return rows[0] if len(keys) == 1 else sum_in_order(rows)
+    ordered = sorted([(key, row) for keys, rows, _ in pieces for key, row in zip(keys, rows)],
+                     key=lambda entry: entry[0])
+    return sum_in_order([row for _, row in ordered])
+
+
+def sum_in_order(rows):
+    """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype, a list or the first
+    axis of an array): the same adds in the same order, into one array instead of a new one
+    per add. Not ``np.sum`` over stacked rows, whose pairwise summation may group them otherwise."""
     total = np.add(rows[0], rows[1], out=np.empty_like(rows[0]))
-    for row in rows[2:]:
-        np.add(total, row, out=total)
+    for k in range(2, len(rows)):
+        np.add(total, rows[k], out=total)
     return total
 
 
-def row_squares(rows, span, blocks: dict) -> list:
-    """Each row's sum of squares (in float64); rows that lie in a larger block (``span``) are
-    read off that block's, computed once (``blocks``) for all the leaves whose rows it holds."""
+def row_squares(rows, span, blocks: dict) -> tuple[list, int]:
+    """Each row's sum of squares (in float64), as a list and where ``rows``' first lies in it:
+    rows that lie in a larger block (``span``) are read off that block's, computed once
+    (``blocks``, by the block's id) for all the leaves whose rows it holds."""
     if span is None:
-        return squares_of(rows)
-    block, start = span
-    done = blocks.get(id(block))
+        return squares_of(rows), 0
+    done = blocks.get(id(span[0]))
     if done is None:
-        done = blocks[id(block)] = squares_of(block)
-    return done[start:start + len(rows)]
+        done = blocks[id(span[0])] = squares_of(span[0])
+    return done, span[1]
 
 
 def cut_norms_one_by_one(model, seeded: list, stops: set, budget: int) -> tuple[dict, list | None]:

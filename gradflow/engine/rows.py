@@ -1,35 +1,23 @@
 """A reverse sweep for many seeds at once, each seed's gradient kept apart: ``sweep_rows``.
 
 It gives, at the leaves, what one ``Tape.sweep(None, seeds={node: g}, order=...)`` per
-seed gives, from one walk over the union of the seeds' ancestors (``plan``, then ``sweep_rows``). Every node carries the
-gradients of the seeds that reach it as rows (a seed's gradient on a new leading axis),
-and the walk goes in waves: a node's wave lies past every wave of the nodes it feeds, so
-the nodes of one wave are independent. Where rules allow it (STACKABLE) one call serves
-many rows: the rows of a trunk that many seeds reach, and those of same-shaped nodes of
-one wave (parallel branches), their values stacked alongside. Any other rule is called
-once per row. Per seed, the same rules meet the same numbers, and what reaches a node by
-several paths is summed in the order the seed's own sweep adds it.
+seed gives, from one walk over the union of the seeds' ancestors (``waves.plan``, then
+``sweep_rows``). Every node carries the gradients of the seeds that reach it as rows (a
+seed's gradient on a new leading axis), and the walk goes in waves: a node's wave lies past
+every wave of the nodes it feeds, so the nodes of one wave are independent. Where rules
+allow it (``stacking``) one call serves many rows: the rows of a trunk that many seeds
+reach, and those of same-shaped nodes of one wave (parallel branches), their values stacked
+alongside. Any other rule is called once per row. Per seed, the same rules meet the same
+numbers, and what reaches a node by several paths is summed in the order the seed's own
+sweep adds it.
 """
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
-
 import numpy as np
 
-from gradflow.engine.tape import fit
+from gradflow.engine.stacking import Pack, kind_of, passed_on
 
-# Ops whose every rule only broadcasts g and the inputs against each other, so a leading
-# axis of rows (on g, and on any input stacked the same way) passes through, each row what
-# the rule gives for that row alone. Not reductions, reshapes, transposes or anything that
-# places g's axes itself. A test checks every op listed; others are called once per row.
-STACKABLE = frozenset({
-    "add", "sub", "mul", "div", "pow", "neg", "matmul",
-    "exp", "log", "log1p", "sqrt", "square", "abs", "sin", "cos", "tanh", "sigmoid", "relu",
-    "leaky_relu", "elu", "gelu", "silu", "softplus", "clip", "maximum", "minimum", "where",
-    "grad_scale", "grad_reverse",
-})
 # Rows stacked for one call stay under this many bytes, so a call's temporaries stay a few
 # times this whatever the number of seeds. Up to here fewer, larger calls measured faster
 # (200 stops of 16x16 float64, the analysis with counterfactuals: 64 KiB 1.46x the analysis
@@ -38,57 +26,35 @@ BATCH_BYTES = 1 << 19
 SEEDED = (float("-inf"), 0)   # a seed comes before whatever a sweep adds to it
 
 
-def stacks(node) -> bool:
-    """Whether ``node``'s rules may be called on rows. matmul only between matrices: numpy
-    treats a vector operand apart, and rows would turn it into a matrix."""
-    name = node.op.name
-    if name == "matmul":
-        return len(node.parents[0].shape) >= 2 and len(node.parents[1].shape) >= 2
-    return name in STACKABLE
-
-
-class Pack:
-    """What one call passes to inputs the batch's nodes do not share: ``rows[starts[s]:
-    starts[s + 1]]`` go to ``nodes[s]``, for ``keys[s]``, from the child ``whence[s]``. When
-    those inputs are again nodes of one kind in one wave (parallel branches), the pack is
-    their next batch as it is: no row is split off and put back together."""
-
-    __slots__ = ("nodes", "keys", "rows", "starts", "whence")
-
-    def __init__(self, nodes, keys, rows, starts, whence):
-        self.nodes, self.keys, self.rows, self.starts, self.whence = nodes, keys, rows, starts, whence
-
-    def rows_of(self, s: int):
-        return self.rows[self.starts[s]:self.starts[s + 1]]
-
-    def chunk(self, s: int) -> tuple:
-        return self.keys[s], self.rows_of(s), self.whence[s]
-
-
 def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
     """{leaf index: [(keys, rows, span), ...]}: for seeds ``(key, node, g)``, the gradient each
     seed's own sweep leaves at each leaf it reaches, a row per key; ``span`` is (block, start)
     when the rows are ``block[start:start + len(keys)]``, else None. ``waves``: the seeds'
     ``plan``."""
     pending, leaves = {}, {}
-    for key, node, g in seeds:
-        pending.setdefault(node.index, []).append(([key], np.asarray(g)[None], SEEDED))
+    file_seeds(seeds, pending)
+    pop = pending.pop
     for wave in waves:
         kinds, packs = {}, {}
         for i in wave:
-            chunks = pending.pop(i, None)
+            chunks = pop(i, None)
             if chunks is None:
                 continue
+            chunk = chunks[0]
             if len(chunks) > 1:
                 take(nodes[i], gather(chunks), kinds, leaves)
-            elif len(chunks[0]) == 2:                      # a pack's slot: maybe passed on whole
-                packs.setdefault(chunks[0][0], []).append(chunks[0][1])
-            elif chunks[0][2].__class__ is tuple:          # one chunk from one node: no key twice
-                node, (keys, rows, _) = nodes[i], chunks[0]
+            elif len(chunk) == 2:                          # a pack's slot: maybe passed on whole
+                slots = packs.get(chunk[0])
+                if slots is None:
+                    packs[chunk[0]] = [chunk[1]]
+                else:
+                    slots.append(chunk[1])
+            elif chunk[2].__class__ is tuple:              # one chunk from one node: no key twice
+                node = nodes[i]
                 if node.op is None:
-                    take(node, [(keys, rows)], kinds, leaves)
-                else:                                      # take() inlined: this runs per seed
-                    kinds.setdefault(kind_of(node), []).append((node, keys, rows))
+                    take(node, [chunk[:2]], kinds, leaves)
+                else:                                      # take() inlined: this runs per node
+                    kinds.setdefault(kind_of(node), []).append((node, chunk[0], chunk[1]))
             else:
                 take(nodes[i], gather(chunks), kinds, leaves)
         for pack, slots in packs.items():
@@ -97,6 +63,32 @@ def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
             for batch in group if group[0].__class__ is Pack else batches(group):
                 passed_on(batch, pending)
     return leaves
+
+
+def file_seeds(seeds: list, pending: dict) -> None:
+    """Seeds ``(key, node, g)`` in ``pending``. Those at ops of one stackable kind go as packs,
+    as a wave's batches would hold them (passed on whole when they all arrive together); one
+    array seeded at every node of a pack is a read-only broadcast of it, not copies. Any other
+    seed is a chunk of its own."""
+    kinds, last, group = {}, None, None
+    for key, node, g in seeds:
+        kind = kind_of(node)
+        g = g if g.__class__ is np.ndarray else np.asarray(g)
+        if kind.__class__ is tuple:
+            if kind != last:               # seeds of one kind mostly come together: no hashing
+                last, group = kind, kinds.setdefault(kind, [])
+            group.append((node, [key], g))
+        else:
+            pending.setdefault(node.index, []).append(([key], g[None], SEEDED))
+    for group in kinds.values():
+        for run in runs(group, group[0][2].nbytes):
+            gs = [g for _, _, g in run]
+            same = len(set(map(id, gs))) == 1          # arrays compare by value: ids, not count()
+            rows = np.broadcast_to(gs[0], (len(gs),) + gs[0].shape) if same else np.array(gs)
+            pack = Pack([node for node, _, _ in run], [keys for _, keys, _ in run], rows,
+                        list(range(len(run) + 1)), [SEEDED] * len(run), alike=True)
+            for s, node in enumerate(pack.nodes):
+                pending.setdefault(node.index, []).append((pack, s))
 
 
 def take(node, pieces: list, kinds: dict, leaves: dict) -> None:
@@ -113,83 +105,16 @@ def settle(pack: Pack, slots: list, kinds: dict, leaves: dict) -> None:
     first = pack.nodes[0]
     if len(slots) == len(pack.nodes) and first.op is not None:
         kind = kind_of(first)
-        if kind.__class__ is tuple and [kind_of(node) for node in pack.nodes].count(kind) == len(slots):
+        if pack.alike or kind.__class__ is tuple and [kind_of(node) for node in pack.nodes].count(kind) == len(slots):
             kinds.setdefault(("pack", id(pack)), []).append(pack)
             return
+    nodes, keys, rows, starts = pack.nodes, pack.keys, pack.rows, pack.starts
     for s in slots:
-        node = pack.nodes[s]
+        node, start = nodes[s], starts[s]
         if node.op is None:
-            leaves[node.index] = [(pack.keys[s], pack.rows_of(s), (pack.rows, pack.starts[s]))]
+            leaves[node.index] = [(keys[s], rows[start:starts[s + 1]], (rows, start))]
         else:
-            take(node, [(pack.keys[s], pack.rows_of(s))], kinds, leaves)
-
-
-class Plan(NamedTuple):
-    waves: list      # the indices of the walk, in waves
-    visits: int      # nodes that one sweep per seed, over its ancestors, would visit in all
-    groups: int      # (wave, op) pairs: about how many calls the walk makes
-    held: int        # bytes of rows at most: at every leaf (kept to the end), at the widest op node
-
-
-def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | None:
-    """The walk from ``sources`` (the seeds' nodes) over ``order`` (node indices, descending,
-    covering every ancestor of the sources); None past ``limit`` visits. A node's bits say
-    which sources lie below it (each sets one); its wave is one past the latest wave it feeds,
-    so the nodes of one wave are independent."""
-    masks, waves_of, waves, visits, groups, leaves, widest = {}, {}, [], 0, set(), 0, 0
-    limit = math.inf if limit is None else limit
-    for k, node in enumerate(sources):
-        masks[node.index] = masks.get(node.index, 0) | 1 << k
-        waves_of[node.index] = 0
-    for i in order:
-        mask, wave = masks.pop(i, 0), waves_of.pop(i, 0)   # popped: only the frontier is kept
-        count = mask.bit_count()
-        visits += count
-        if visits > limit:
-            return None
-        if wave == len(waves):
-            waves.append([i])
-        else:
-            waves[wave].append(i)
-        node = nodes[i]
-        if node.op is None:
-            leaves += count * node.size * node.dtype.itemsize
-        else:
-            groups.add((wave, node.op.name))
-            if count > 1:
-                widest = max(widest, count * node.size * node.dtype.itemsize)
-        below = wave + 1
-        for parent in node.parents:
-            if parent.requires_grad:
-                j = parent.index
-                if j in masks:                     # the two dicts always hold the same nodes
-                    masks[j] |= mask
-                    if waves_of[j] < below:
-                        waves_of[j] = below
-                else:
-                    masks[j] = mask
-                    waves_of[j] = below
-    return Plan(waves, visits, len(groups), leaves + widest)
-
-
-def kind_of(node):
-    """Nodes of one kind in one wave share their rules' calls: same op, shapes and dtypes.
-    Spelled out for one or two inputs, the usual case, and ``stacks`` with it: it runs for
-    every node of a wave."""
-    op = node.op
-    if op is None or node.attrs or op.name not in STACKABLE:
-        return node.index             # alone
-    parents = node.parents
-    if len(parents) == 1:
-        p = parents[0]
-        return op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad
-    if len(parents) == 2:
-        p, q = parents
-        if op.name == "matmul" and (len(p.shape) < 2 or len(q.shape) < 2):
-            return node.index         # alone: see stacks()
-        return (op.name, node.shape, node.dtype, p.shape, p.dtype, p.requires_grad,
-                q.shape, q.dtype, q.requires_grad)
-    return op.name, node.shape, node.dtype, *[(p.shape, p.dtype, p.requires_grad) for p in parents]
+            take(node, [(keys[s], rows[start:starts[s + 1]])], kinds, leaves)
 
 
 def gather(chunks: list) -> list:
@@ -215,14 +140,21 @@ def gather(chunks: list) -> list:
 
 def batches(items: list):
     """``items`` (node, keys, rows) of one kind as packs of at most BATCH_BYTES of rows."""
-    limit, run, size = max(BATCH_BYTES, items[0][2][0].nbytes), [], 0
+    for run in runs(items, items[0][2][0].nbytes):
+        yield packed(run)
+
+
+def runs(items: list, row_bytes: int):
+    """``items`` (node, keys, rows) in order, in runs whose rows stay within BATCH_BYTES; a run
+    holds at least one item (``row_bytes``: one row's bytes)."""
+    limit, run, size = max(BATCH_BYTES, row_bytes), [], 0
     for item in items:
         if run and size + item[2].nbytes > limit:
-            yield packed(run)
+            yield run
             run, size = [], 0
         run.append(item)
         size += item[2].nbytes
-    yield packed(run)
+    yield run
 
 
 def packed(items: list) -> Pack:
@@ -231,65 +163,3 @@ def packed(items: list) -> Pack:
     for _, keys, _ in items:
         starts.append(starts[-1] + len(keys))
     return Pack([node for node, _, _ in items], [keys for _, keys, _ in items], rows, starts, None)
-
-
-def passed_on(batch: Pack, pending: dict) -> None:
-    """Each input of the batch's nodes that takes gradient gets its chunk in ``pending``, in the
-    inputs' order: one call for all rows where the rules allow it, else one per row."""
-    first = batch.nodes[0]
-    if stacks(first) and len(batch.rows) > 1:
-        side_by_side(batch, pending)
-        return
-    for s, node in enumerate(batch.nodes):   # one node: kinds that do not stack are single nodes
-        keys, rows = batch.keys[s], batch.rows_of(s)
-        values, ans, attrs = [p.value for p in node.parents], node.value, node.attrs
-        for k, vjp in node.op.numbered_for(len(node.parents)):
-            parent = node.parents[k]
-            if vjp is not None and parent.requires_grad:
-                contrib = [fit(vjp(g, ans, *values, **attrs), parent) for g in rows]
-                rows_out = contrib[0][None] if len(rows) == 1 else np.stack(contrib)
-                pending.setdefault(parent.index, []).append((keys, rows_out, (-node.index, k)))
-
-
-def side_by_side(batch: Pack, pending: dict) -> None:
-    """``passed_on`` with one call per rule: each node's value and inputs repeated for its
-    rows, alongside them; what all the batch's nodes share is passed as it is."""
-    nodes, first, starts = batch.nodes, batch.nodes[0], batch.starts
-    counts = [b - a for a, b in zip(starts, starts[1:])]
-    alone = nodes.count(first) == len(nodes)          # Tensors compare by identity
-    reads = first.op.reads   # values no rule reads are not stacked (nor held: see Tape.run)
-    ans = (None if "ans" not in reads else first.value if alone else
-           stacked([node.value for node in nodes], counts, first.shape))
-    values, shared = [], []
-    for k, parent in enumerate(first.parents):
-        shared.append(alone or [node.parents[k] for node in nodes].count(parent) == len(nodes))
-        values.append(None if "inputs" not in reads else parent.value if shared[k] else
-                      stacked([node.parents[k].value for node in nodes], counts, first.shape))
-    for k, vjp in first.op.numbered_for(len(first.parents)):
-        parent = first.parents[k]
-        if vjp is None or not parent.requires_grad:
-            continue
-        contrib = fit(vjp(batch.rows, ans, *values, **first.attrs), parent, rows=1)
-        if shared[k]:
-            keys = [key for ks in batch.keys for key in ks]
-            whence = (-first.index, k) if alone else [(-n.index, k) for n, c in zip(nodes, counts) for _ in range(c)]
-            pending.setdefault(parent.index, []).append((keys, contrib, whence))
-            continue
-        pack = Pack([node.parents[k] for node in nodes], batch.keys, contrib, starts,
-                    [(-node.index, k) for node in nodes])
-        for s, node in enumerate(pack.nodes):
-            chunks = pending.get(node.index)
-            if chunks is None:
-                pending[node.index] = [(pack, s)]
-            else:
-                chunks.append((pack, s))
-
-
-def stacked(values: list, counts: list, out_shape: tuple):
-    """``values`` one after another on a new leading axis, each ``counts`` times, with axes of
-    length 1 after it up to ``out_shape``'s number of axes (so broadcasting lines them up)."""
-    block = np.array(values)
-    missing = len(out_shape) + 1 - block.ndim
-    if missing:
-        block = block.reshape(block.shape[:1] + (1,) * missing + block.shape[1:])
-    return block if len(counts) == sum(counts) else np.repeat(block, counts, axis=0)

@@ -232,6 +232,32 @@ def test_a_lone_tower_is_swept_per_stop_and_a_shared_trunk_walked_together(write
     assert chosen == [False, True]
 
 
+def towers(count: int, depth: int, shared: bool) -> str:
+    """``count`` chains of ``depth`` tanh, from one parameter or one each, each stopped at its top."""
+    lines = ["gradflow: 1", "params:"] + [f"  w{k}: {{shape: [4]}}" for k in range(1 if shared else count)]
+    lines += ["graph:"] + [f"  h{k}_0: tanh(w{0 if shared else k})" for k in range(count)]
+    lines += [f"  h{k}_{i + 1}: tanh(h{k}_{i})" for k in range(count) for i in range(depth)]
+    tops = " + ".join(f"stop_gradient(h{k}_{depth}) * h{k}_{depth}" for k in range(count))
+    return "\n".join(lines + [f"  loss: sum({tops})", "losses: [loss]"]) + "\n"
+
+
+@pytest.mark.parametrize("path", SHIPPED + ["branches", "chain", "nested", "towers", "long-branches"], ids=str)
+def test_the_walk_pays_exactly_where_its_count_of_calls_says_so(path, write_model, monkeypatch):
+    """together_pays counts the walk's calls only when a bound does not decide: the same answer."""
+    from gradflow.analysis import cutnorms
+    from gradflow.engine.waves import calls
+    asked = []
+    real = cutnorms.together_pays
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: asked.append(args) or real(*args))
+    texts = {"branches": BRANCHES, "chain": CHAIN, "nested": NESTED, "towers": towers(2, 300, False),
+             "long-branches": towers(20, 30, True)}
+    source = write_model(texts[path]) if path in texts else path
+    gradflow.analyze(gradflow.load(source, dims={"batch": 4} if "batch" in Path(source).read_text() else None))
+    for walk, nodes, stops, tape_nodes in asked:
+        counted = 8 * calls(tape_nodes, walk.waves) + 2 * nodes < 5 * walk.visits + 40 * stops
+        assert real(walk, nodes, stops, tape_nodes) == (counted and walk.held <= cutnorms.ROWS_HELD)
+
+
 def test_stops_above_stops_over_large_tensors_are_swept_one_at_a_time(write_model, monkeypatch):
     from gradflow.analysis import cutnorms
     chosen = []
@@ -253,9 +279,9 @@ def test_the_sum_of_the_stops_sweeps_adds_them_one_after_another(shape, dtype):
         want = rows[0]
         for row in rows[1:]:
             want = want + row
-        got = sum_in_order(rows)
-        assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
-        np.testing.assert_array_equal(got, want)
+        for got in (sum_in_order(rows), sum_in_order(np.array(rows))):   # a list, or rows of a block
+            assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("path", SHIPPED + ["branches", "overflow", "input-stop"], ids=str)

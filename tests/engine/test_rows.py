@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape, quiet
-from gradflow.engine.rows import STACKABLE, plan, stacks, sweep_rows
+from gradflow.engine.rows import sweep_rows
+from gradflow.engine.stacking import STACKABLE, kind_of, stacks
+from gradflow.engine.waves import calls, plan
 from test_ops import CASES  # pytest puts this directory on sys.path
 
 
@@ -75,7 +77,6 @@ def test_matmul_stacks_only_between_matrices():
 
 
 def test_a_node_has_a_kind_of_its_own_exactly_where_its_rules_are_called_per_row():
-    from gradflow.engine.rows import kind_of
     tape = Tape()
     vec, mat, wide = tape.param(np.ones(4)), tape.param(np.ones((4, 2))), tape.param(np.ones((3, 4)))
     nodes = [vec, vec @ vec, vec @ mat, mat @ tape.param(np.ones(2)), wide @ mat, vec * vec, tape.apply("tanh", vec),
@@ -111,6 +112,20 @@ def test_rows_through_trunks_branches_joins_and_stops_match_own_sweeps():
     assert_rows_match_own_sweeps(tape, seeds)
 
 
+def test_one_array_seeded_at_many_nodes_gives_each_seed_what_its_own_sweep_gives():
+    """Seeds of one kind that share one array are rows of one read-only broadcast of it."""
+    tape, seeds = branches()
+    shared = {}
+    seeds = [(k, node, shared.setdefault(node.shape, g)) for k, node, g in seeds]
+    assert len({id(g) for _, _, g in seeds}) < len(seeds)
+    assert_rows_match_own_sweeps(tape, seeds)
+    rng, tape = np.random.default_rng(3), Tape()
+    x = tape.param(rng.normal(size=(3, 4)))
+    tops = [tape.apply("tanh", x * tape.param(rng.normal(size=(3, 4)))) for _ in range(5)]
+    g = rng.normal(size=(3, 4))
+    assert_rows_match_own_sweeps(tape, [(k, top, g) for k, top in enumerate(tops + tops[:2])])
+
+
 def test_rows_keep_a_float32_tape_float32():
     tape, seeds = branches(np.float32)
     seeds = [(k, node, g.astype(np.float32)) for k, node, g in seeds]
@@ -131,7 +146,7 @@ def test_plan_counts_the_visits_of_one_sweep_per_seed_and_refuses_past_its_limit
     sources = [h, h.parents[0]]                    # 10 + 9 visits in all
     assert plan(tape.nodes, sources, every_index(tape), limit=18) is None
     walk = plan(tape.nodes, sources, every_index(tape), limit=19)
-    assert walk.visits == 19 and walk.groups == 9
+    assert walk.visits == 19 and calls(tape.nodes, walk.waves) == 9
     assert walk.held == 2 * 3 * 8 + 2 * 3 * 8     # both seeds' rows: at the leaf, at the widest op
     assert walk.waves == [[i] for i in range(9, -1, -1)]
 
