@@ -307,39 +307,50 @@ class Tape:
             op = node.op
             if op is None:
                 continue
-            parents, attrs, values = node.parents, node.attrs, None
-            # Arguments spelled out for one or two parents (spread: 0): unpacking a tuple
-            # into a Python rule (f(*values)) costs more than the rule's own Python.
-            spread = 0 if attrs else len(parents)
-            # Rules paired with their input's position once per op, not zipped per node.
-            for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
-                parent = parents[k]
-                if not parent.requires_grad:
-                    continue
-                if vjp is not None:
-                    if spread == 1:
-                        contrib = vjp(g, node.value, parent.value)
-                    elif spread == 2:
-                        contrib = vjp(g, node.value, parents[0].value, parents[1].value)
-                    else:   # once per node: a concat of n inputs must not build n tuples of n
-                        if values is None:
-                            values = values_of(parents)
-                        contrib = vjp(g, node.value, *values, **attrs)
-                    # g has its node's shape and dtype (seeds too): a fitted op's rule gives its input's.
-                    if not op.fitted:
-                        if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
-                            contrib = contrib.astype(parent.dtype)
-                        if contrib.shape != parent.shape:
-                            contrib = unbroadcast(contrib, parent.shape)
-                elif i in through:
-                    contrib = g
-                else:
-                    continue
-                j = parent.index
-                grads[j] = contrib if grads[j] is None else grads[j] + contrib
+            if op.fitted:   # one input, no attributes: its rule's gradient is the input's as it is
+                parent, vjp = node.parents[0], op.vjps[0]
+                if parent.requires_grad and (vjp is not None or i in through):
+                    contrib = g if vjp is None else vjp(g, node.value, parent.value)
+                    j = parent.index
+                    grads[j] = contrib if grads[j] is None else grads[j] + contrib
+            else:
+                pass_on(node, g, grads, i in through)
             if i not in held:
                 grads[i] = None
         return grads
+
+
+def pass_on(node: Tensor, g, grads: list, through: bool) -> None:
+    """Add to ``grads`` each input's share of ``g``, the gradient of ``node``, in the input's
+    dtype and shape (``through``: a cut input takes ``g`` as it is). The sweep's general case."""
+    op, parents, attrs, values = node.op, node.parents, node.attrs, None
+    # Arguments spelled out for one or two parents (spread: 0): unpacking a tuple
+    # into a Python rule (f(*values)) costs more than the rule's own Python.
+    spread = 0 if attrs else len(parents)
+    # Rules paired with their input's position once per op, not zipped per node.
+    for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
+        parent = parents[k]
+        if not parent.requires_grad:
+            continue
+        if vjp is not None:
+            if spread == 1:
+                contrib = vjp(g, node.value, parent.value)
+            elif spread == 2:
+                contrib = vjp(g, node.value, parents[0].value, parents[1].value)
+            else:   # once per node: a concat of n inputs must not build n tuples of n
+                if values is None:
+                    values = values_of(parents)
+                contrib = vjp(g, node.value, *values, **attrs)
+            if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
+                contrib = contrib.astype(parent.dtype)
+            if contrib.shape != parent.shape:
+                contrib = unbroadcast(contrib, parent.shape)
+        elif through:
+            contrib = g
+        else:
+            continue
+        j = parent.index
+        grads[j] = contrib if grads[j] is None else grads[j] + contrib
 
 
 __all__ = ["Tape", "Tensor", "unbroadcast", "OPS"]
