@@ -170,9 +170,12 @@ class Tape:
             if op.int_inputs:
                 op.check_dtypes([p.dtype for p in parents])
         if self.eager:
-            values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
             try:
-                value = op.forward(*values, **attrs) if attrs else op.forward(*values)
+                if op.fitted:   # one input, no attributes: called as it is, not spread from a tuple
+                    value = op.forward(parents[0].value)
+                else:
+                    values = values_of(parents)
+                    value = op.forward(*values, **attrs) if attrs else op.forward(*values)
             except Exception:
                 self.infer(op, parents, attrs)  # a ShapeError that names the op, if the shapes are at fault
                 raise
