@@ -105,7 +105,7 @@ def unbroadcast(grad, shape, rows: int = 0):
 
 def fit(contrib, parent: Tensor, rows: int = 0):
     """A rule's contribution in its input's dtype and shape (``rows`` leading axes kept): what
-    ``Tape.sweep`` does to each contribution, spelled out there inline on the hot path."""
+    the sweep does to each one but a fitted op's (already so), inline in ``pass_on``."""
     if contrib.dtype is not parent.dtype:   # float32 * an int input gives float64: cast back
         contrib = contrib.astype(parent.dtype)
     return unbroadcast(contrib, parent.shape, rows)
