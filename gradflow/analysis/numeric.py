@@ -12,7 +12,7 @@ import numpy as np
 from gradflow.analysis.flow import cut_of
 
 
-BLOCK = 1 << 16   # entries per block of a large gradient: one read from memory serves every pass
+BLOCK = 1 << 17   # entries per block of a large gradient: one read from memory serves every pass
 MAX, MIN = np.maximum.reduce, np.minimum.reduce
 TAKEN_WHOLE = 1 << 12   # entries up to which a gradient is taken whole, with no scratch arrays
 

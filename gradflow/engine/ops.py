@@ -84,6 +84,7 @@ class Op:
     plain: bool = field(init=False, repr=False)     # no attributes to bind, no integer inputs to check
     numbered: tuple = field(init=False, repr=False)  # ((0, vjp0), (1, vjp1), ...): the sweep's loop, made once
     reuses: bool = field(init=False, repr=False)    # a ufunc whose rules read no input: may write over one (Tape.run)
+    fitted: bool = field(init=False, repr=False)    # one input, an output of its shape, no attributes
 
     def __post_init__(self):
         # Stored, not computed: the tape asks for every node.
@@ -92,6 +93,11 @@ class Op:
         object.__setattr__(self, "numbered", tuple(enumerate(self.vjps)))
         object.__setattr__(self, "reuses", isinstance(self.forward, np.ufunc) and self.forward.nout == 1
                            and "inputs" not in self.reads)
+        # One input, an output of its shape, no attributes (a numpy float64 scalar among them
+        # could promote float32): the value has its input's shape, and a rule's gradient g's
+        # shape and dtype, which are its input's. The tape takes both as they are.
+        object.__setattr__(self, "fitted", self.shape is same_shape and len(self.inputs) == 1
+                           and not self.variadic and not self.attrs)
 
     @property
     def signature(self) -> str:

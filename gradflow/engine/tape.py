@@ -105,7 +105,7 @@ def unbroadcast(grad, shape, rows: int = 0):
 
 def fit(contrib, parent: Tensor, rows: int = 0):
     """A rule's contribution in its input's dtype and shape (``rows`` leading axes kept): what
-    ``Tape.sweep`` does to each contribution, spelled out there inline on the hot path."""
+    the sweep does to each one but a fitted op's (already so), inline in ``pass_on``."""
     if contrib.dtype is not parent.dtype:   # float32 * an int input gives float64: cast back
         contrib = contrib.astype(parent.dtype)
     return unbroadcast(contrib, parent.shape, rows)
@@ -170,22 +170,36 @@ class Tape:
             if op.int_inputs:
                 op.check_dtypes([p.dtype for p in parents])
         if self.eager:
-            values = (parents[0].value,) if len(parents) == 1 else values_of(parents)
             try:
-                value = op.forward(*values, **attrs) if attrs else op.forward(*values)
+                if op.fitted:   # one input, no attributes: called as it is, not spread from a tuple
+                    value = op.forward(parents[0].value)
+                else:
+                    values = values_of(parents)
+                    value = op.forward(*values, **attrs) if attrs else op.forward(*values)
             except Exception:
                 self.infer(op, parents, attrs)  # a ShapeError that names the op, if the shapes are at fault
                 raise
             if value.dtype is not self.dtype:  # dtypes are singletons: the common case costs one test
                 value, requires_grad = self.conform(op, value, requires_grad)
-            shape, dtype = value.shape, value.dtype
+            # The input's shape, where it is the value's, shared: value.shape would be a new
+            # tuple per node, for the cyclic collector to scan while the tape grows.
+            shape, dtype = parents[0].shape if op.fitted else value.shape, value.dtype
         else:
             shape, dtype, value = *self.infer(op, parents, attrs), None
             requires_grad = requires_grad and dtype.kind == "f"
-        # Tensor.__init__ inlined (the same fields): a frame less per node.
+        # Tensor.__init__ inlined (the same fields): a frame less per node. One field a
+        # statement: a tuple assigned to several fields is built, then taken apart.
         nodes, node = self.nodes, new_object(Tensor)
-        node.tape, node.index, node.op, node.parents, node.attrs = self, len(nodes), op, parents, attrs
-        node.shape, node.dtype, node.value, node.requires_grad, node.meta = shape, dtype, value, requires_grad, meta
+        node.tape = self
+        node.index = len(nodes)
+        node.op = op
+        node.parents = parents
+        node.attrs = attrs
+        node.shape = shape
+        node.dtype = dtype
+        node.value = value
+        node.requires_grad = requires_grad
+        node.meta = meta
         nodes.append(node)
         return node
 
@@ -275,7 +289,8 @@ class Tape:
         An op node's gradient is dropped once passed on, as hand-written code
         would, unless ``keep`` asks for every node's (True, to find where one
         dies) or names the nodes whose gradient to hold (a set of indices).
-        ``seeds`` ({node: gradient}) starts the sweep from those gradients instead
+        ``seeds`` ({node: gradient}, each of its node's shape and dtype, as every
+        gradient the sweep passes on) starts the sweep from those gradients instead
         of ones at ``loss``; ``order`` (indices, descending) then limits it to the
         nodes that can matter, such as the ancestors of the seeds.
         """
@@ -286,7 +301,7 @@ class Tape:
         grads = [None] * (start + 1)
         for node, seed in seeds.items():
             grads[node.index] = seed
-        drop, held = keep is not True, keep or ()
+        held = range(start + 1) if keep is True else keep or ()   # the nodes whose gradient stays
         for i in range(start, -1, -1) if order is None else order:
             g = grads[i]
             if g is None:
@@ -295,36 +310,50 @@ class Tape:
             op = node.op
             if op is None:
                 continue
-            parents, attrs, values = node.parents, node.attrs, None
-            # Rules paired with their input's position once per op, not zipped per node.
-            for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
-                parent = parents[k]
-                if not parent.requires_grad:
-                    continue
-                if vjp is not None:
-                    # Arguments spelled out for one or two parents: unpacking a tuple
-                    # into a Python rule (f(*values)) costs more than the rule's own Python.
-                    if len(parents) == 1 and not attrs:
-                        contrib = vjp(g, node.value, parents[0].value)
-                    elif len(parents) == 2 and not attrs:
-                        contrib = vjp(g, node.value, parents[0].value, parents[1].value)
-                    else:   # once per node: a concat of n inputs must not build n tuples of n
-                        if values is None:
-                            values = values_of(parents)
-                        contrib = vjp(g, node.value, *values, **attrs)
-                    if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
-                        contrib = contrib.astype(parent.dtype)
-                    if contrib.shape != parent.shape:
-                        contrib = unbroadcast(contrib, parent.shape)
-                elif i in through:
-                    contrib = g
-                else:
-                    continue
-                j = parent.index
-                grads[j] = contrib if grads[j] is None else grads[j] + contrib
-            if drop and i not in held:
+            if op.fitted:   # one input, no attributes: its rule's gradient is the input's as it is
+                parent, vjp = node.parents[0], op.vjps[0]
+                if parent.requires_grad and (vjp is not None or i in through):
+                    contrib = g if vjp is None else vjp(g, node.value, parent.value)
+                    j = parent.index
+                    grads[j] = contrib if grads[j] is None else grads[j] + contrib
+            else:
+                pass_on(node, g, grads, i in through)
+            if i not in held:
                 grads[i] = None
         return grads
+
+
+def pass_on(node: Tensor, g, grads: list, through: bool) -> None:
+    """Add to ``grads`` each input's share of ``g``, the gradient of ``node``, in the input's
+    dtype and shape (``through``: a cut input takes ``g`` as it is). The sweep's general case."""
+    op, parents, attrs, values = node.op, node.parents, node.attrs, None
+    # Arguments spelled out for one or two parents (spread: 0): unpacking a tuple
+    # into a Python rule (f(*values)) costs more than the rule's own Python.
+    spread = 0 if attrs else len(parents)
+    # Rules paired with their input's position once per op, not zipped per node.
+    for k, vjp in op.numbered_for(len(parents)) if op.variadic else op.numbered:
+        parent = parents[k]
+        if not parent.requires_grad:
+            continue
+        if vjp is not None:
+            if spread == 1:
+                contrib = vjp(g, node.value, parent.value)
+            elif spread == 2:
+                contrib = vjp(g, node.value, parents[0].value, parents[1].value)
+            else:   # once per node: a concat of n inputs must not build n tuples of n
+                if values is None:
+                    values = values_of(parents)
+                contrib = vjp(g, node.value, *values, **attrs)
+            if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
+                contrib = contrib.astype(parent.dtype)
+            if contrib.shape != parent.shape:
+                contrib = unbroadcast(contrib, parent.shape)
+        elif through:
+            contrib = g
+        else:
+            continue
+        j = parent.index
+        grads[j] = contrib if grads[j] is None else grads[j] + contrib
 
 
 __all__ = ["Tape", "Tensor", "unbroadcast", "OPS"]

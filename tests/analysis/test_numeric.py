@@ -11,11 +11,11 @@ from gradflow.engine import quiet
 
 
 def large_gradient(dtype) -> np.ndarray:
-    g = np.random.default_rng(0).normal(size=(300, 500)).astype(dtype)
+    g = np.random.default_rng(0).normal(size=(600, 500)).astype(dtype)
     g[::7] = 0.0
     g[3, ::2] = -0.0
-    g[250, 499] = 40.0         # the largest entries, in the last block
-    g[250, 498] = -39.0
+    g[590, 499] = 40.0         # the largest entries, in the last block
+    g[590, 498] = -39.0
     return g
 
 

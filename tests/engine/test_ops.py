@@ -14,6 +14,7 @@ import pytest
 
 from gradflow.engine import OPS, Tape
 from gradflow.engine.ops import REQUIRED
+from gradflow.engine.tape import fit, pass_on
 
 SHAPES = [(), (4,), (3, 4), (1, 4)]
 
@@ -350,3 +351,24 @@ def test_has_rule_says_which_inputs_vjps_for_gives_a_rule(name):
     op = OPS[name]
     n = 3 if op.variadic else len(op.inputs)
     assert [op.has_rule(k) for k in range(n)] == [rule is not None for rule in op.vjps_for(n)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,case", [p for p in all_cases() if OPS[p.values[0]].fitted])
+def test_fitted_ops_need_no_fitting_of_values_or_gradients(name, case, dtype):
+    """The tape takes a fitted op's shape from its input and its rule's gradient as it is:
+    both must be what reading the value's shape and fitting the gradient would give."""
+    rng = np.random.default_rng(0)
+    tape = Tape(dtype)
+    x = tape.param(case.make(rng)[0])
+    out = tape.apply(name, x)
+    assert out.shape == np.shape(out.value) == x.shape and out.dtype == x.dtype
+    rule, g = OPS[name].vjps[0], rng.normal(size=out.shape).astype(dtype)
+    if rule is None:
+        return
+    alone = rule(g, out.value, x.value)
+    assert np.shape(alone) == x.shape and alone.dtype == x.dtype
+    general = [None] * len(tape.nodes)
+    pass_on(out, g, general, through=False)   # the sweep's path for ops that are not fitted
+    np.testing.assert_array_equal(tape.sweep(None, seeds={out: g})[x.index], fit(alone, x))
+    np.testing.assert_array_equal(tape.sweep(None, seeds={out: g})[x.index], general[x.index])
