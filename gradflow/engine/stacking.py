@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradflow.engine.tape import fit
+from gradflow.engine.tensor import fit
 
 # Ops whose every rule only broadcasts g and the inputs against each other, so a leading
 # axis of rows (on g, and on any input stacked the same way) passes through, each row what
