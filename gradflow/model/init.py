@@ -13,7 +13,7 @@ import numpy as np
 
 INT64 = 2 ** 63
 RANDOM = frozenset({"normal", "uniform", "glorot", "he", "randint"})
-CHUNK = 1 << 13   # float64 draws at a time for a float32 tensor: 64 KiB, under malloc's mmap threshold
+CHUNK = 1 << 14   # float64 draws at a time for a float32 tensor: 128 KiB, under malloc's mmap threshold
 
 try:    # the built-in module: OpenSSL's, behind hashlib, takes milliseconds to load
     from _sha256 import sha256
