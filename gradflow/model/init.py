@@ -13,7 +13,6 @@ import numpy as np
 
 INT64 = 2 ** 63
 RANDOM = frozenset({"normal", "uniform", "glorot", "he", "randint"})
-CHUNK = 1 << 14   # float64 draws at a time for a float32 tensor: 128 KiB, under malloc's mmap threshold
 
 try:    # the built-in module: OpenSSL's, behind hashlib, takes milliseconds to load
     from _sha256 import sha256
@@ -48,33 +47,16 @@ def initial_value(kind: str, args: tuple, shape: tuple, dtype, seed: int, name: 
     rng = generator(seed, name)
     if kind == "normal":
         mean, std = args or (0.0, 1.0)
-        return drawn(lambda size: rng.normal(mean, std, size), shape, dtype)
+        return rng.normal(mean, std, size=shape).astype(dtype, copy=False)
     if kind == "uniform":
-        return drawn(lambda size: rng.uniform(args[0], args[1], size), shape, dtype)
+        return rng.uniform(args[0], args[1], size=shape).astype(dtype, copy=False)
     if kind == "glorot":
         fan_in, fan_out = fans(shape)
         bound = np.sqrt(6.0 / (fan_in + fan_out))
-        return drawn(lambda size: rng.uniform(-bound, bound, size), shape, dtype)
+        return rng.uniform(-bound, bound, size=shape).astype(dtype, copy=False)
     if kind == "he":
-        std = np.sqrt(2.0 / fans(shape)[0])
-        return drawn(lambda size: rng.normal(0.0, std, size), shape, dtype)
+        return rng.normal(0.0, np.sqrt(2.0 / fans(shape)[0]), size=shape).astype(dtype, copy=False)
     return rng.integers(int(args[0]), int(args[1]), size=shape).astype(dtype, copy=False)
-
-
-def drawn(draw, shape: tuple, dtype):
-    """``draw(shape).astype(dtype)`` (float64 draws) without the float64 array of the whole shape
-    when ``dtype`` is a narrower float: drawn CHUNK at a time into the result instead, which
-    spares a temporary twice the result's size, its page faults and reading it back from memory
-    to convert it. The numbers are the same: normal and uniform draws take the generator's
-    values in sequence, however many one call asks for (not so integers: never drawn here)."""
-    dtype = np.dtype(dtype)
-    if dtype.kind != "f" or dtype.itemsize >= 8:
-        return draw(shape).astype(dtype, copy=False)
-    out = np.empty(shape, dtype)
-    flat = out.reshape(-1)
-    for start in range(0, flat.size, CHUNK):
-        flat[start:start + CHUNK] = draw(min(CHUNK, flat.size - start))
-    return out
 
 
 def init_problem(kind: str, args: tuple, shape: tuple = ()) -> str | None:
