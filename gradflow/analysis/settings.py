@@ -175,7 +175,12 @@ def read_pyproject(path: str, mtime: int) -> dict:
     text = data.decode("utf-8", errors="replace")
     if not may_hold_tool_gradflow(text):   # not ours to judge, and no parser to load
         return {}
-    table = tool_table(text, path)
+    try:
+        table = tool_table(text, path)
+    except ModelError:
+        if "gradflow" in text:
+            raise
+        return {}   # read only for its \u escapes, which may spell gradflow: not ours to judge
     if not isinstance(table, dict):
         raise ModelError("[tool.gradflow] must be a table", path, *key_place(text, None))
     try:
@@ -194,7 +199,8 @@ TOOL_GRADFLOW = r"""["']?tool["']?\s*\.\s*["']?gradflow|["']?\btool["']?\s*[\]=]
 def may_hold_tool_gradflow(text: str) -> bool:
     """False when the text of a pyproject.toml cannot define [tool.gradflow], as when it names
     gradflow only as a dependency or a script (then it is not parsed); True may be either."""
-    return "gradflow" in text and re.search(TOOL_GRADFLOW, text) is not None
+    named = "gradflow" in text or "\\u" in text or "\\U" in text   # escapes may spell it
+    return named and re.search(TOOL_GRADFLOW, text) is not None
 
 
 def tool_table(text: str, path: str):

@@ -79,7 +79,8 @@ def test_a_pyproject_without_a_gradflow_table_is_not_parsed(tmp_path):
 SPELLINGS = ['[tool.gradflow]\nstrict = true\n', '[ tool . "gradflow" ]\nstrict = true\n',
              "['tool'.gradflow]\nstrict = true\n", 'tool.gradflow.strict = true\n', '[tool]\ngradflow.strict = true\n',
              '[ "tool" ]\ngradflow = {strict = true}\n', 'tool = {gradflow = {strict = true}}\n',
-             '"t\\u006fol".gradflow.strict = true\n', '[project]\nname = "gradflow"\n[tool.gradflow]\nstrict = true\n']
+             '"t\\u006fol".gradflow.strict = true\n', '[project]\nname = "gradflow"\n[tool.gradflow]\nstrict = true\n',
+             '[tool."gr\\u0061dflow"]\nstrict = true\n', '[tool]\n"gr\\U00000061dflow" = {strict = true}\n']
 
 
 @pytest.mark.parametrize("text", SPELLINGS)
@@ -102,6 +103,19 @@ def test_a_pyproject_naming_gradflow_only_as_a_project_is_not_parsed(tmp_path, t
     assert not settings_module.may_hold_tool_gradflow(text)
     settings_module.read_pyproject.cache_clear()
     assert settings_for(model_in(tmp_path, text + "[tool.other]\nx = [\n")).strict is False   # not ours to judge
+
+
+def test_a_pyproject_read_for_its_escapes_alone_is_not_judged(tmp_path):
+    # \\u may spell gradflow, so the file is parsed; invalid, it still is not ours to judge.
+    text = '[project]\ndescription = "caf\\u00e9"\n[tool.other]\nx = [\n'
+    assert settings_module.may_hold_tool_gradflow(text)
+    settings_module.read_pyproject.cache_clear()
+    assert settings_for(model_in(tmp_path, text)).strict is False
+
+
+def test_a_bad_setting_in_an_escaped_gradflow_table_is_an_error(tmp_path):
+    error = located(tmp_path, '[tool."gr\\u0061dflow"]\nselect = ["GF999"]\n')
+    assert "unknown rule id" in error.message and (error.line, error.col) == (2, 1)
 
 
 def test_a_folder_named_pyproject_toml_is_not_read(tmp_path):
