@@ -6,7 +6,8 @@ import fnmatch
 
 import gradflow
 from gradflow.analysis.globs import glob_matches
-from gradflow.analysis.settings import Settings, read_tool_table_simply, settings_for
+from gradflow.analysis.pyproject import read_tool_table_simply
+from gradflow.analysis.settings import Settings, settings_for
 
 
 def rules_of(write_model, text, **overrides):

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 import gradflow
 from gradflow.analysis import settings as settings_module
+from gradflow.analysis.pyproject import may_hold_tool_gradflow
 from gradflow.analysis.settings import settings_for
 from gradflow.cli.main import cli
 from gradflow.errors import ModelError
@@ -87,7 +88,7 @@ SPELLINGS = ['[tool.gradflow]\nstrict = true\n', '[ tool . "gradflow" ]\nstrict 
 def test_every_spelling_of_the_gradflow_table_is_read(tmp_path, text):
     tomllib = pytest.importorskip("tomllib")
     assert tomllib.loads(text)["tool"]["gradflow"] == {"strict": True}
-    assert settings_module.may_hold_tool_gradflow(text)
+    assert may_hold_tool_gradflow(text)
     settings_module.read_pyproject.cache_clear()
     assert settings_for(model_in(tmp_path, text)).strict is True
 
@@ -100,7 +101,7 @@ def test_every_spelling_of_the_gradflow_table_is_read(tmp_path, text):
 def test_a_pyproject_naming_gradflow_only_as_a_project_is_not_parsed(tmp_path, text):
     tomllib = pytest.importorskip("tomllib")
     assert "gradflow" not in tomllib.loads(text).get("tool", {})   # what parsing it would find
-    assert not settings_module.may_hold_tool_gradflow(text)
+    assert not may_hold_tool_gradflow(text)
     settings_module.read_pyproject.cache_clear()
     assert settings_for(model_in(tmp_path, text + "[tool.other]\nx = [\n")).strict is False   # not ours to judge
 
@@ -108,7 +109,7 @@ def test_a_pyproject_naming_gradflow_only_as_a_project_is_not_parsed(tmp_path, t
 def test_a_pyproject_read_for_its_escapes_alone_is_not_judged(tmp_path):
     # \\u may spell gradflow, so the file is parsed; invalid, it still is not ours to judge.
     text = '[project]\ndescription = "caf\\u00e9"\n[tool.other]\nx = [\n'
-    assert settings_module.may_hold_tool_gradflow(text)
+    assert may_hold_tool_gradflow(text)
     settings_module.read_pyproject.cache_clear()
     assert settings_for(model_in(tmp_path, text)).strict is False
 
