@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradflow.analysis.flow import Graph
-from gradflow.analysis.cutnorms import brought_to, cut_norms
-from gradflow.analysis.numeric import ancestors, dies_at, grad_stats, squared_norm, squares_of
+from gradflow.analysis.numeric import dies_at, grad_stats
 from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, StopReport
 from gradflow.analysis.rules import evaluate
 from gradflow.analysis.settings import Settings, settings_for
@@ -20,8 +19,6 @@ from gradflow.errors import ModelError
 from gradflow.model.files import human_bytes
 
 GIB = 1024 ** 3
-STACKED_UP_TO = 4096   # entries: a gradient this small costs more in calls than in arithmetic
-STACKED = 1 << 16   # bytes of such gradients stacked at a time (malloc's mmap threshold is 128 KiB)
 
 
 def analyze(model, structural: bool = False, counterfactual: bool = True,
@@ -52,8 +49,9 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
                 grads_kept[(loss_name, name)] = grads[t.index]
         norms = None
         if grads is not None and counterfactual:
-            norms, extra = cut_norms(model, grads, [c for c in flow.behind if c.kind == "explicit"], held)
-            add_counterfactuals(model, stops, grads, pairs, loss_name, extra)
+            # Imported here: the row walk behind these numbers loads only for runs that print them.
+            from gradflow.analysis.counterfactual import counterfactuals
+            norms = counterfactuals(model, grads, flow, stops, held, {n: pairs[n][loss_name] for n in pairs})
         per_loss[loss_name] = (flow, norms)
     params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n], n in model.frozen)
               for n, t in model.params.items()]
@@ -114,59 +112,6 @@ def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
     if pair.zero_fraction == 1.0:   # every entry exactly zero, counted already: no pass more
         pair.status = "zero"
         pair.dies_at = dies_at(graph, every.get(), t, flow.open)
-
-
-def add_counterfactuals(model, stops: list, grads: list, pairs: dict, loss_name: str, extra=None) -> None:
-    """Each pair's norm with every explicit stop as the identity.
-
-    Opening the stops changes nothing downstream of them, so the counterfactual
-    gradient is the plain one plus a sweep, through every stop, of what the plain
-    sweep brought to each stop, started at the stop's input and limited to the
-    nodes above the stops: exact, and a fraction of a whole extra backward pass.
-    ``extra`` (stop indices, their sweeps' sum), when it covers the same stops, is that result.
-    """
-    if extra is not None and swept_every_reached(extra[0], stops, grads):
-        extra = extra[1]
-    else:
-        seeds = {}
-        for stop in (s for s in stops if brought_to(grads, s) is not None):
-            g, source = grads[stop.index], stop.parents[0]
-            seeds[source] = g if source not in seeds else seeds[source] + g
-        extra = model.tape.sweep(None, through={s.index for s in stops}, seeds=seeds,
-                                 order=ancestors(seeds)) if seeds else []
-    both, last, group, plains, mores = {}, None, None, len(grads), len(extra)
-    for name, t in model.params.items():   # grad_at inlined: this runs per parameter
-        i, pair = t.index, pairs[name][loss_name]
-        plain, more = grads[i] if i < plains else None, extra[i] if i < mores else None
-        if more is None and plain is not None and pair.status in ("flows", "zero"):
-            pair.counterfactual_norm = pair.norm     # no stop above: the norm of the same array
-        elif plain.__class__ is more.__class__ is np.ndarray and 0 < plain.size <= STACKED_UP_TO:
-            kind = (plain.shape, plain.dtype, more.shape, more.dtype)
-            if kind != last:                         # mostly a run of one kind: no hashing
-                last, group = kind, both.setdefault(kind, [])
-            group.append((pair, plain, more))
-        else:
-            total = plain if more is None else more if plain is None else plain + more
-            pair.counterfactual_norm = 0.0 if total is None else squared_norm(total) ** 0.5
-    norms_of_sums(both)
-
-
-def swept_every_reached(swept: set, stops: list, grads: list) -> bool:
-    """Whether ``swept`` (stop indices) holds every stop that a gradient reaches, as cut_norms
-    seeds them; most often it holds every stop, told by one set comparison."""
-    return len(swept) >= len(stops) and swept.issuperset([s.index for s in stops]) or all(
-        s.index in swept or brought_to(grads, s) is None for s in stops)
-
-
-def norms_of_sums(both: dict) -> None:
-    """Each pair's counterfactual norm from its (pair, plain, more), grouped by shapes and
-    dtypes: one add and one call for the norms per run of a group, the same sums as one by one."""
-    for group in both.values():
-        step = max(1, STACKED // group[0][1].nbytes)   # more from fresh pages costs more than it saves
-        for run in (group[k:k + step] for k in range(0, len(group), step)):
-            totals = np.array([plain for _, plain, _ in run]) + np.array([more for _, _, more in run])
-            for (pair, _, _), square in zip(run, squares_of(totals)):
-                pair.counterfactual_norm = square ** 0.5
 
 
 def stop_reports(graph, stop_cuts: dict) -> list:

@@ -287,12 +287,12 @@ def test_the_sum_of_the_stops_sweeps_adds_them_one_after_another(shape, dtype):
 @pytest.mark.parametrize("path", SHIPPED + ["branches", "overflow", "input-stop"], ids=str)
 def test_counterfactual_norms_of_small_gradients_taken_together_equal_those_one_by_one(
         path, write_model, monkeypatch):
-    from gradflow.analysis import analyze
+    from gradflow.analysis import counterfactual
     texts = {"branches": BRANCHES, "overflow": OVERFLOW, "input-stop": INPUT_STOP}
     source = write_model(texts[path]) if path in texts else path
     model = gradflow.load(source, dims={"batch": 4} if "batch" in Path(source).read_text() else None)
     together = numbers(gradflow.analyze(model))
-    monkeypatch.setattr(analyze, "STACKED_UP_TO", 0)          # every pair on its own
+    monkeypatch.setattr(counterfactual, "STACKED_UP_TO", 0)          # every pair on its own
     apart = numbers(gradflow.analyze(model))
     for (*where, got), (_, _, want) in zip(together, apart, strict=True):
         assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where

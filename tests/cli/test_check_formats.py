@@ -115,3 +115,17 @@ def test_check_formats_without_counterfactuals_print_the_same_without_them(fmt, 
         documents.append(json.dumps([r.report.to_dict() for r in results]))
     assert printed[0] == printed[1]
     assert documents[0] != documents[1]   # the reports themselves differ
+
+
+@pytest.mark.parametrize("fmt, loaded", [("text", False), ("json", True)])
+def test_check_loads_the_counterfactual_walk_only_for_formats_that_show_it(fmt, loaded):
+    import subprocess
+    import sys
+    code = ("import sys; from gradflow.cli.main import main; sys.argv = ['gradflow', 'check', "
+            f"'--format', '{fmt}', {str(MODELS / 'stop_gradient_tape.yaml')!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('gradflow.analysis.counterfactual', 'gradflow.engine.rows') "
+            "if m in sys.modules], file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (str(['gradflow.analysis.counterfactual', 'gradflow.engine.rows']) if loaded else "[]")
