@@ -62,9 +62,10 @@ def add_counterfactuals(model, stops: list, grads: list, pairs: dict, extra=None
 
 def swept_every_reached(swept: set, stops: list, grads: list) -> bool:
     """Whether ``swept`` (stop indices) holds every stop that a gradient reaches, as cut_norms
-    seeds them; most often it holds every stop, told by one set comparison."""
-    return len(swept) >= len(stops) and swept.issuperset([s.index for s in stops]) or all(
-        s.index in swept or brought_to(grads, s) is None for s in stops)
+    seeds them."""
+    if swept.issuperset(s.index for s in stops):   # the usual case: every stop was swept
+        return True
+    return all(s.index in swept or brought_to(grads, s) is None for s in stops)
 
 
 def norms_of_sums(both: dict) -> None:
