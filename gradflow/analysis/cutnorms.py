@@ -93,8 +93,7 @@ def sums_of_rows(model, seeded: list, leaves: dict, apart: bool) -> tuple[dict, 
                 for key, square in zip(keys, done[start:start + len(keys)]):
                     squares[key] += square
         if total is not None and total[t.index] is None:   # a tensor under two names: summed once
-            # One piece of one row (a branch's leaf): that row, the loop's keys and rows.
-            total[t.index] = rows[0] if len(pieces) == 1 and len(keys) == 1 else sum_of_rows(pieces)
+            total[t.index] = sum_of_rows(pieces)
     norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
     if total is None or not all(map(math.isfinite, squares)):
         return norms, None
