@@ -145,7 +145,7 @@ def lost(item, error: Exception) -> Result:
 
 
 def check_files(items, overrides, jobs=1, debug=False, **options) -> list:
-    from gradflow.cli.render.console import progress
+    from gradflow.cli.render.lines import progress
     start_work()   # the API is loaded before forking: workers start with it
     if jobs > 1 and len(items) > 1:
         from gradflow.cli.workers import in_parallel

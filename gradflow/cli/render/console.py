@@ -1,5 +1,6 @@
-"""Consoles that follow the terminal: colour only on a terminal, never with NO_COLOR
-or --no-color; progress bars only when stderr is a terminal."""
+"""Rich consoles that follow the terminal: colour only on a terminal, never with NO_COLOR
+or --no-color. Renderers of plain lines print through lines.py, which needs rich only on
+a terminal."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
+from gradflow.cli.render.lines import PIPE_WIDTH, Line, as_is
+
 
 class _Console(Console):
     def print(self, *objects, **kwargs) -> None:
         """Text wraps between words only: a name longer than the line stays whole (the
         terminal shows the rest on the next row), never folded or cut as rich would."""
+        objects = tuple(o.rich() if isinstance(o, Line) else o for o in objects)
         if self.is_terminal:
             if objects and all(isinstance(o, (str, Text)) for o in objects) and not kwargs.get("soft_wrap"):
                 objects = tuple(between_words(o if isinstance(o, Text) else Text(o), self.width) for o in objects)
@@ -25,15 +29,14 @@ class _Console(Console):
 
     def wrote_plainly(self, objects: tuple, kwargs: dict) -> bool:
         """Write one line of ASCII Text into a pipe or a file as it is, skipping rich's
-        rendering (most of the time of a check's text output); exactly what rich would
-        write, the tests compare the two. False, writing nothing, for anything else."""
+        rendering (most of the time of a table's notes and findings); exactly what rich
+        would write, the tests compare the two. False, writing nothing, for anything else."""
         if len(objects) != 1 or not isinstance(objects[0], Text) or set(kwargs) - {"soft_wrap"} \
                 or self.quiet or self.record or self.color_system is not None \
                 or getattr(self, "_buffer_index", 1) or getattr(self, "_render_hooks", True):
             return False   # inside a capture or a live display, or output rich must style
         plain = objects[0].plain
-        if objects[0].justify is not None or not plain.isascii() or "\t" in plain \
-                or (not kwargs.get("soft_wrap", self.soft_wrap) and len(plain) > self.width):
+        if objects[0].justify is not None or not as_is(plain, kwargs.get("soft_wrap", self.soft_wrap), self.width):
             return False   # justified, wide or tabbed characters, or lines rich would wrap
         try:
             self.file.write(plain + "\n")
@@ -48,17 +51,15 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-def console(no_color: bool = False, stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout   # looked up now: test runners swap them
+def console(no_color: bool = False, stderr: bool = False, file=None) -> Console:
+    if file is None:
+        file = sys.stderr if stderr else sys.stdout   # looked up now: test runners swap them
     plain = no_color or "NO_COLOR" in os.environ
-    out = _Console(file=stream, no_color=plain, color_system=None if plain else "auto",
+    out = _Console(file=file, no_color=plain, color_system=None if plain else "auto",
                    highlight=False, soft_wrap=False, _environ=environ())
     if not out.is_terminal:    # a pipe or a file: whole lines, never wrapped at 80 columns
         out.width = PIPE_WIDTH
     return out
-
-
-PIPE_WIDTH = 100_000
 
 
 def environ() -> dict:
@@ -71,25 +72,6 @@ def environ() -> dict:
         if text.isascii() and text.isdigit():
             env[name] = str(1000 if len(text) > 4 else min(max(int(text), low), 1000))
     return env
-
-
-def progress(items, label: str):
-    """Iterate ``items`` (futures are waited for), with a bar on stderr when it is a terminal
-    and there is enough work to be worth one."""
-    items = list(items)
-    err = console(stderr=True)
-    if not err.is_terminal or len(items) < 5:
-        yield from items
-        return
-    from concurrent.futures import Future   # here, not at the top: it loads logging and more
-    from rich.progress import Progress
-    with Progress(console=err, transient=True) as bar:
-        task = bar.add_task(label, total=len(items))
-        for item in items:
-            if isinstance(item, Future):
-                item.result()
-            yield item
-            bar.advance(task)
 
 
 def emit(out: Console, renderable) -> None:

@@ -17,9 +17,9 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gradflow.analysis.report import collapse
 from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console, emit
+from gradflow.cli.render.text import finding_line, verdict
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red",
          "error": "bold red", "warning": "yellow"}
@@ -153,34 +153,6 @@ def loss_groups(report, body: list, width: int | None) -> list:
         current.append(loss)
         used += need
     return groups + [current]
-
-
-def verdict(report) -> Text:
-    """What matters, in one line: what each loss trains, what gets nothing, the findings."""
-    trained = []
-    for loss in report.losses:
-        n = sum(p.grads[loss.name].status in ("flows",) and not p.frozen for p in report.params)
-        trained.append(f"{loss.name} trains {n} parameter{'s' * (n != 1)}")
-    declared = any(l.wrt is not None for l in report.losses)
-    starved = [p.name for p in report.params if not p.frozen
-               and (not declared or any(l.meant_to_train(p.name) for l in report.losses))
-               and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values())]
-    text = Text("verdict: " + shown("; ".join(trained)))
-    if starved:
-        text.append("; no gradient reaches " + shown(", ".join(collapse(starved))), style="bold red")
-    errors, warnings = report.errors, report.warnings
-    text.append(f"; {errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}",
-                style="bold red" if errors else "yellow" if warnings else "green")
-    return text
-
-
-def finding_line(f) -> Text:
-    line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
-    line.append(f.severity, style=STYLE[f.severity])
-    line.append(shown(f": {f.message} [{f.rule}]"))
-    if f.command:
-        line.append(shown(f" see: {f.command}"), style="dim")
-    return line
 
 
 def render_report(report, no_color: bool, expand: bool = False, problems: bool = False) -> None:

@@ -1,19 +1,18 @@
 """`check --format text`: one `path:line:col: severity: message [RULE]` line per finding
-(invalid files as `path:line:col: error: ...`), then a one-line summary."""
+(invalid files as `path:line:col: error: ...`), then a one-line summary. The finding and
+verdict lines are the table's too. Built as Lines: into a pipe, rich is never loaded."""
 
 from __future__ import annotations
 
-from rich.text import Text
-
+from gradflow.analysis.report import collapse
 from gradflow.cli.escape import shown
-from gradflow.cli.render.console import console
-from gradflow.cli.render.table import verdict as table_verdict
+from gradflow.cli.render.lines import Line, output
 
 STYLE = {"error": "bold red", "warning": "yellow"}
 
 
 def render_check(results, no_color: bool) -> None:
-    out = console(no_color)
+    out = output(no_color)
     errors = warnings = 0
     for r in results:
         if r.error is not None:   # already on stderr as FILE:LINE:COL: error: ...
@@ -22,17 +21,38 @@ def render_check(results, no_color: bool) -> None:
         for f in r.report.findings:
             errors += f.severity == "error"
             warnings += f.severity == "warning"
-            line = Text(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
-            line.append(f.severity, style=STYLE[f.severity])
-            line.append(shown(f": {f.message} [{f.rule}]"))
-            if f.command:
-                line.append(shown(f" see: {f.command}"), style="dim")
-            out.print(line, soft_wrap=True)
-        verdict = table_verdict(r.report)
-        out.print(Text(shown(r.path) + ": ", style="dim") + verdict, soft_wrap=True)
+            out.print(finding_line(f), soft_wrap=True)
+        out.print(Line(shown(r.path) + ": ", style="dim") + verdict(r.report), soft_wrap=True)
     failed = sum(r.failed or r.error is not None for r in results)
-    verdict = Text("ok" if not failed else f"{failed} failed", style="green" if not failed else "bold red")
-    summary = Text(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")
-    summary.append(verdict)
+    summary = Line(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")
+    summary.append("ok" if not failed else f"{failed} failed", "green" if not failed else "bold red")
     summary.append(f" ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
     out.print(summary)
+
+
+def finding_line(f) -> Line:
+    line = Line(shown(f"{f.file or f.path}:{f.line}:{f.col}: "))
+    line.append(f.severity, STYLE[f.severity])
+    line.append(shown(f": {f.message} [{f.rule}]"))
+    if f.command:
+        line.append(shown(f" see: {f.command}"), "dim")
+    return line
+
+
+def verdict(report) -> Line:
+    """What matters, in one line: what each loss trains, what gets nothing, the findings."""
+    trained = []
+    for loss in report.losses:
+        n = sum(p.grads[loss.name].status in ("flows",) and not p.frozen for p in report.params)
+        trained.append(f"{loss.name} trains {n} parameter{'s' * (n != 1)}")
+    declared = any(l.wrt is not None for l in report.losses)
+    starved = [p.name for p in report.params if not p.frozen
+               and (not declared or any(l.meant_to_train(p.name) for l in report.losses))
+               and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values())]
+    line = Line("verdict: " + shown("; ".join(trained)))
+    if starved:
+        line.append("; no gradient reaches " + shown(", ".join(collapse(starved))), "bold red")
+    errors, warnings = report.errors, report.warnings
+    line.append(f"; {errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}",
+                "bold red" if errors else "yellow" if warnings else "green")
+    return line
