@@ -1,4 +1,5 @@
-"""How a run ends early: Ctrl-C (one line, exit 130) and a closed stdout (quietly, exit 141)."""
+"""How a run ends early: Ctrl-C (one line, exit 130), a closed stdout (quietly, exit 141) and
+output that cannot be written (one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -62,10 +63,27 @@ def stop_interrupted() -> None:
 
 
 def stop_closed_stdout() -> None:
-    """The reader of stdout has gone (``| head``): end quietly, and keep Python's final flush
-    of stdout from complaining about the same closed pipe."""
+    """The reader of stdout has gone (``| head``): end quietly."""
+    silence_stdout()
+    sys.exit(Exit.PIPE)
+
+
+def stop_unwritable(error: OSError) -> None:
+    """Output could not be written (a full disk, a device error): one line and exit 2. A
+    file gradflow opens is named in its error; stdout's errors name no file."""
+    from gradflow.cli.escape import shown
+    where = "cannot write the output" if error.filename is None else shown(error.filename)
+    try:
+        click.echo(f"gradflow: error: {where}: {error.strerror or error}", err=True)
+    except OSError:   # stderr too
+        pass
+    silence_stdout()
+    sys.exit(Exit.INVALID)
+
+
+def silence_stdout() -> None:
+    """Keep Python's final flush of stdout from failing again on what failed already."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):   # not a real file (a test runner's buffer)
         pass
-    sys.exit(Exit.PIPE)

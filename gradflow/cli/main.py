@@ -66,7 +66,7 @@ def fail_on_model_error(func):
 
     @wraps(func)
     def wrapper(*args, **kwargs):
-        from gradflow.cli.endings import Interrupted, stop_closed_stdout, stop_interrupted
+        from gradflow.cli.endings import Interrupted, stop_closed_stdout, stop_interrupted, stop_unwritable
         from gradflow.cli.escape import shown
         from gradflow.errors import ModelError
         debug = click.get_current_context().find_root().params.get("debug")
@@ -84,6 +84,8 @@ def fail_on_model_error(func):
             stop_interrupted()
         except BrokenPipeError:
             stop_closed_stdout()
+        except OSError as e:   # reading is checked where it happens: this is writing
+            stop_unwritable(e)
         except Exception as e:   # a bug in gradflow: say so in one line unless debugging
             if debug:
                 raise
@@ -286,7 +288,7 @@ def run_console(no_color: bool, stderr: bool = False):
 
 def main() -> None:
     from gradflow.cli import collector
-    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted
+    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted, stop_unwritable
     collector.pause()   # until the command has loaded its libraries
     catch_interrupts()
     if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
@@ -297,6 +299,8 @@ def main() -> None:
         cli(prog_name="gradflow")
     except Interrupted:   # before or after a command ran (inside one, its wrapper says it)
         stop_interrupted()
+    except OSError as e:   # click's own output (--help, --version) could not be written
+        stop_unwritable(e)
 
 
 if __name__ == "__main__":

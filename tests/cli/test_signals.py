@@ -144,6 +144,17 @@ def test_closed_stdout_ends_quietly(args):
     assert err == b"" and process.returncode == 141
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs a device that is always full")
+@pytest.mark.parametrize("args", COMMANDS + [["--help"], ["--version"], ["check", "--help"]],
+                         ids=lambda a: " ".join(str(x).rsplit("/", 1)[-1] for x in a))
+def test_output_that_cannot_be_written_is_one_error_line(args):
+    with open("/dev/full", "wb") as full:
+        process = gradflow(*args, stdout=full, stderr=subprocess.PIPE)
+        _, err = process.communicate(timeout=60)
+    assert err == b"gradflow: error: cannot write the output: No space left on device\n"
+    assert process.returncode == 2
+
+
 def test_head_closing_the_pipe_leaves_stderr_empty():
     script = f"{sys.executable} -m gradflow.cli.main check {MODELS} --format json | head -c 10"
     result = subprocess.run(["bash", "-c", "set -o pipefail; " + script], cwd=ROOT, capture_output=True)
