@@ -21,8 +21,7 @@ from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console, emit
 from gradflow.cli.render.text import finding_line, verdict
 
-STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red",
-         "error": "bold red", "warning": "yellow"}
+STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red"}
 SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
 
 
