@@ -26,7 +26,7 @@ import numpy as np
 
 from gradflow.engine.ops import OPS, Op, dtype_kind, resolve_op
 from gradflow.engine.quiet import quietly
-from gradflow.engine.tensor import NO_ATTRS, Tensor, new_object, unbroadcast, values_of
+from gradflow.engine.tensor import NO_ATTRS, Tensor, fit, new_object, unbroadcast, values_of
 
 
 REUSE_BYTES = 1 << 18   # from this size a value's buffer is worth reusing (numpy's own bound for temporaries)
@@ -262,10 +262,8 @@ def pass_on(node: Tensor, g, grads: list, through: bool) -> None:
                 if values is None:
                     values = values_of(parents)
                 contrib = vjp(g, node.value, *values, **attrs)
-            if contrib.dtype is not parent.dtype:  # float32 * an int input gives float64: cast back
-                contrib = contrib.astype(parent.dtype)
-            if contrib.shape != parent.shape:
-                contrib = unbroadcast(contrib, parent.shape)
+            if contrib.dtype is not parent.dtype or contrib.shape != parent.shape:
+                contrib = fit(contrib, parent)   # a call only when there is something to fit
         elif through:
             contrib = g
         else:

@@ -87,7 +87,7 @@ def unbroadcast(grad, shape, rows: int = 0):
 
 def fit(contrib, parent: Tensor, rows: int = 0):
     """A rule's contribution in its input's dtype and shape (``rows`` leading axes kept): what
-    the sweep does to each one but a fitted op's (already so), inline in ``pass_on``."""
+    the sweep does to each one but a fitted op's (already so)."""
     if contrib.dtype is not parent.dtype:   # float32 * an int input gives float64: cast back
         contrib = contrib.astype(parent.dtype)
     return unbroadcast(contrib, parent.shape, rows)
