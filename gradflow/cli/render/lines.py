@@ -106,12 +106,11 @@ def progress(items, label: str):
     """Iterate ``items`` (futures are waited for), with a bar on stderr when it is a terminal
     and there is enough work to be worth one."""
     items = list(items)
-    if len(items) < 5 or surely_not_a_terminal(sys.stderr):
-        yield from items
-        return
-    from gradflow.cli.render.console import console
-    err = console(stderr=True)
-    if not err.is_terminal:
+    err = None
+    if len(items) >= 5 and not surely_not_a_terminal(sys.stderr):
+        from gradflow.cli.render.console import console
+        err = console(stderr=True)
+    if err is None or not err.is_terminal:
         yield from items
         return
     from concurrent.futures import Future   # here, not at the top: it loads logging and more
