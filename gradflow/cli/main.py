@@ -72,20 +72,20 @@ def fail_on_model_error(func):
         debug = click.get_current_context().find_root().params.get("debug")
         try:
             return func(*args, **kwargs)
-        except ModelError as e:
-            if debug:
-                import traceback
-                traceback.print_exc()
-            click.echo(shown(e), err=True)
-            sys.exit(Exit.INVALID)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except (KeyboardInterrupt, Interrupted):
             stop_interrupted()
         except BrokenPipeError:
             stop_closed_stdout()
-        except OSError as e:   # reading is checked where it happens: this is writing
-            stop_unwritable(e)
+        except (ModelError, OSError) as e:   # OSError: reading is checked where it happens, this is writing
+            if debug:
+                import traceback
+                traceback.print_exc()
+            if not isinstance(e, ModelError):
+                stop_unwritable(e)
+            click.echo(shown(e), err=True)
+            sys.exit(Exit.INVALID)
         except Exception as e:   # a bug in gradflow: say so in one line unless debugging
             if debug:
                 raise

@@ -155,6 +155,17 @@ def test_output_that_cannot_be_written_is_one_error_line(args):
     assert process.returncode == 2
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs a device that is always full")
+def test_output_that_cannot_be_written_shows_where_with_debug():
+    with open("/dev/full", "wb") as full:
+        process = gradflow("--debug", "check", MODELS / "dead_relu.yaml", stdout=full, stderr=subprocess.PIPE)
+        _, err = process.communicate(timeout=60)
+    lines = err.decode().splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and "OSError: [Errno 28]" in lines[-2]
+    assert lines[-1] == "gradflow: error: cannot write the output: No space left on device"
+    assert process.returncode == 2
+
+
 def test_head_closing_the_pipe_leaves_stderr_empty():
     script = f"{sys.executable} -m gradflow.cli.main check {MODELS} --format json | head -c 10"
     result = subprocess.run(["bash", "-c", "set -o pipefail; " + script], cwd=ROOT, capture_output=True)
