@@ -113,11 +113,23 @@ def sum_of_rows(pieces: list):
 def sum_in_order(rows):
     """``((rows[0] + rows[1]) + rows[2]) + ...`` (rows of one shape and dtype, a list or the first
     axis of an array): the same adds in the same order, into one array instead of a new one
-    per add. Not ``np.sum`` over stacked rows, whose pairwise summation may group them otherwise."""
+    per add. Not ``np.sum`` over stacked rows as such, whose pairwise summation may group them
+    otherwise: see ``rows_in_turn``."""
+    if rows_in_turn(rows):
+        return np.add.reduce(rows, axis=0, initial=-0.0)
     total = np.add(rows[0], rows[1], out=np.empty_like(rows[0]))
     for k in range(2, len(rows)):
         np.add(total, rows[k], out=total)
     return total
+
+
+def rows_in_turn(rows) -> bool:
+    """Whether ``np.add.reduce(rows, axis=0, initial=-0.0)`` adds the rows one after another, as
+    ``sum_in_order``: rows of one C-contiguous block, each more than one entry. numpy sums pairwise
+    only along the axis that is fast in memory, here inside a row, so along the first axis it
+    adds each row in turn to the running sum, entry by entry (ten times fewer calls for 200 rows).
+    Started from -0.0, which leaves any number as it is, not from 0.0, which turns -0.0 into 0.0."""
+    return rows.__class__ is np.ndarray and rows.ndim > 1 and rows.size > len(rows) and rows.flags.c_contiguous
 
 
 def row_squares(rows, span, blocks: dict) -> tuple[list, int]:

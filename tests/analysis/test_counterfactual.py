@@ -269,19 +269,34 @@ def test_stops_above_stops_over_large_tensors_are_swept_one_at_a_time(write_mode
     assert chosen == [True, False]
 
 
-@pytest.mark.parametrize("shape", [(), (1,), (7,), (16, 16), (3, 1, 5)])
+@pytest.mark.parametrize("shape", [(), (1,), (2,), (7,), (16, 16), (3, 1, 5), (5, 1)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_sum_of_the_stops_sweeps_adds_them_one_after_another(shape, dtype):
-    from gradflow.analysis.cutnorms import sum_in_order
+    from gradflow.analysis.cutnorms import rows_in_turn, sum_in_order
     rng = np.random.default_rng(0)
-    for count in (2, 3, 200):   # magnitudes far apart: any other grouping rounds otherwise
-        rows = [(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9)).astype(dtype) for _ in range(count)]
+    for count in (2, 3, 200, 5000):   # magnitudes far apart: any other grouping rounds otherwise
+        rows = [(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9, size=shape)).astype(dtype)
+                for _ in range(count)]
+        if count == 200:              # signed zeros, and infinities and NaN that reach some entries
+            negative, either = rng.random(shape) < 0.3, rng.random(shape) < 0.3
+            for k in range(count):
+                rows[k] = np.where(negative, -0.0, np.where(either, (-0.0, 0.0)[k % 2], rows[k])).astype(dtype)
+            rows[7] = np.where(rng.random(shape) < 0.2, np.inf, rows[7]).astype(dtype)
+            rows[9] = np.where(rng.random(shape) < 0.2, -np.inf, rows[9]).astype(dtype)
+            rows[11] = np.where(rng.random(shape) < 0.1, np.nan, rows[11]).astype(dtype)
         want = rows[0]
-        for row in rows[1:]:
-            want = want + row
-        for got in (sum_in_order(rows), sum_in_order(np.array(rows))):   # a list, or rows of a block
+        with np.errstate(invalid="ignore"):
+            for row in rows[1:]:
+                want = want + row
+        block = np.array(rows)
+        assert rows_in_turn(block) == (block[0].size > 1)   # the block's own path where it may
+        wide = np.zeros((count, 2) + shape, dtype)
+        wide[:, 1] = block
+        with np.errstate(invalid="ignore"):   # inf - inf: NaN, as the sweeps' sum gives it
+            got_all = [sum_in_order(rows), sum_in_order(block), sum_in_order(wide[:, 1])]   # a list, rows of a block
+        for got in got_all:
             assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
-            np.testing.assert_array_equal(got, want)
+            assert np.asarray(got).tobytes() == np.asarray(want).tobytes()   # -0.0 too, NaN where NaN
 
 
 @pytest.mark.parametrize("path", SHIPPED + ["branches", "overflow", "input-stop"], ids=str)
