@@ -7,6 +7,7 @@ against PyTorch with the detaches removed.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -324,6 +325,40 @@ def test_cut_norms_from_one_walk_do_not_depend_on_how_many_rows_one_call_takes(w
     one = numbers(gradflow.analyze(model))
     for (*where, got), (_, _, want) in zip(many, one, strict=True):
         assert got == want or got == pytest.approx(want, rel=1e-12, abs=1e-300), where
+
+
+def shared_branches(count: int, scale: float) -> str:
+    """``count`` branches over one trunk, each stopped; ``scale`` large enough overflows one of them."""
+    lines = ["gradflow: 1", "dims: {batch: 4, width: 3}", "inputs:", "  x: {shape: [batch, width]}", "params:"]
+    lines += [f"  w{k}: {{shape: [width, width], init: normal}}" for k in range(count)]
+    lines += ["  head: {shape: [width, width], init: normal}", "graph:", "  base: tanh(x @ head)"]
+    # what each stop removes far apart in magnitude: sums in any other order round otherwise
+    lines += [f"  b{k}: tanh(base @ w{k}) + stop_gradient(tanh(base @ w{k})) * {10.0 ** (k % 5 - 2)}"
+              for k in range(count - 1)]
+    lines += [f"  b{count - 1}: exp(base @ w{count - 1} * {scale}) + stop_gradient(exp(base @ w{count - 1} * {scale}))"]
+    lines += ["  loss: mean(" + " + ".join(f"b{k}" for k in range(count)) + ")", "losses: [loss]"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("held", [1, 600], ids=["a-stop-each", "a-few-each"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("scale", [1.0, 1e6], ids=["finite", "overflow"])
+def test_cut_norms_from_the_walk_do_not_depend_on_how_many_stops_one_walk_takes(
+        write_model, monkeypatch, dtype, scale, held):
+    """Stops walked in groups give what one walk for all gives: the trunk's sums in the same order."""
+    from gradflow.analysis import cutnorms
+    model = gradflow.load(write_model(shared_branches(12, scale)), dtype=dtype)
+    walks = []
+    real = cutnorms.sweep_rows
+    monkeypatch.setattr(cutnorms, "sweep_rows", lambda *args: walks.append(args) or real(*args))
+    monkeypatch.setattr(cutnorms, "together_pays", lambda *args: True)
+    whole = numbers(gradflow.analyze(model))
+    monkeypatch.setattr(cutnorms, "GROUP_HELD", held)       # a few stops per walk, or one
+    grouped = numbers(gradflow.analyze(model))
+    assert len(walks) >= 3 and (len(walks) == 13) == (held == 1)
+    for (*where, got), (_, _, want) in zip(grouped, whole, strict=True):
+        assert got == want or got != got and want != want, where   # bit for bit, NaN where NaN
+    assert any(n != n or n == math.inf for *_, n in whole if n is not None) == (scale > 1)
 
 
 def test_counterfactual_when_the_budget_runs_out_midway_equals_the_one_sweep_through_every_stop(
