@@ -83,10 +83,10 @@ class Evaluator:
         return value
 
     def eval(self, node):
-        handler = getattr(self, "eval_" + type(node).__name__, None)
+        handler = HANDLERS.get(node.__class__)
         if handler is None:  # expr.check refused these already; keep the engine safe regardless
             raise self.fail(node, f"{type(node).__name__} is not allowed")
-        return handler(node)
+        return handler(self, node)
 
     # -- leaves ------------------------------------------------------------------
     def eval_Constant(self, node):
@@ -231,7 +231,13 @@ class Evaluator:
 
     def bind(self, op, node):
         """Match a call's arguments to the op's tensor inputs and static attributes."""
-        args = list(node.args)
+        args = node.args
+        if not node.keywords and len(args) == len(op.inputs) and op.name in UNBOUND:
+            # One argument per tensor input and nothing else (tanh(h)): the general match below
+            # would bind exactly these, with no attribute to check (UNBOUND: the ops whose
+            # every attribute has a default and that take a fixed number of tensors).
+            return [self.tensor(a) for a in args], {}
+        args = list(args)
         if op.variadic:
             if not args or not isinstance(args[0], (ast.List, ast.Tuple)):
                 raise self.fail(node, f"{op.name}() takes a list of tensors first, e.g. {op.name}([a, b], axis=0)")
@@ -318,19 +324,26 @@ class Evaluator:
 
     # -- recording -------------------------------------------------------------------
     def apply(self, op, node, *tensors, **attrs) -> Tensor:
-        name = op if isinstance(op, str) else op.name
+        name, builder = op if op.__class__ is str else op.name, self.builder
         source = self.scope.current.source if self.scope.current is not None else None
         if source is None:
-            info = NodeInfo(self.entry, name, node.lineno, node.col_offset, self.builder.calling_entry,
-                            self.builder.path)
+            info = NodeInfo(self.entry, name, node.lineno, node.col_offset, builder.calling_entry, builder.path)
         else:
-            info = NodeInfo(self.entry, name, source.line, source.col, self.builder.calling_entry, source.file)
+            info = NodeInfo(self.entry, name, source.line, source.col, builder.calling_entry, source.file)
         try:
             out = self.tape.apply(op, *tensors, meta=info, **attrs)
         except (ShapeError, TypeError, ValueError) as e:
-            raise self.fail(node, f"graph.{self.entry} ({self.builder.path}:{node.lineno}): {e}") from None
-        self.builder.admit(out, node, f"graph.{self.entry}")
+            raise self.fail(node, f"graph.{self.entry} ({builder.path}:{node.lineno}): {e}") from None
+        builder.admit(out, node, "graph.", self.entry)
         return out
+
+
+# The handler of each node type, looked up by the node's class (not by name, per node).
+HANDLERS = {getattr(ast, name[5:]): method for name, method in vars(Evaluator).items()
+            if name.startswith("eval_")}
+# Ops that a call may give only their tensors: a fixed number of them, no attribute required.
+UNBOUND = frozenset(op.name for op in OPS.values()
+                    if not op.variadic and all(v is not REQUIRED for v in op.attrs.values()))
 
 
 def is_number(value) -> bool:
