@@ -41,6 +41,7 @@ class Tape:
         self.nodes: list[Tensor] = []
         self.keep_values: frozenset[int] | set[int] = frozenset()   # nodes whose values run() always holds
         self.failed: Tensor | None = None   # the node whose forward raised in run()
+        self.out_dtypes: dict = {}          # (op name, *input dtypes) -> (op, output dtype), as infer finds them
 
     # -- recording ---------------------------------------------------------
     def leaf(self, value=None, *, shape=None, dtype=None, requires_grad=False, meta=None) -> Tensor:
@@ -133,8 +134,14 @@ class Tape:
 
     def infer(self, op: Op, parents, attrs) -> tuple:
         """(shape, dtype) of ``op(*parents)`` from the parents' shapes and dtypes alone."""
-        shape = op.infer_shape(*[p.shape for p in parents], **attrs)
-        return shape, op.out_dtype([p.dtype for p in parents], self.dtype)
+        # A fitted op's output has its input's shape (the rule is same_shape): shared, not copied.
+        shape = parents[0].shape if op.fitted else op.infer_shape(*[p.shape for p in parents], **attrs)
+        # The dtype depends on the op and the input dtypes alone: worked out once per such pair.
+        key = (op.name, *[p.dtype for p in parents])
+        known = self.out_dtypes.get(key)
+        if known is None or known[0] is not op:
+            known = self.out_dtypes[key] = (op, op.out_dtype(list(key[1:]), self.dtype))
+        return shape, known[1]
 
     # -- sweeps --------------------------------------------------------------
     @quietly
