@@ -172,6 +172,7 @@ class Builder(ModuleCalls):
         return t
 
     def run_graph(self, graph: list, scope: Scope) -> None:
+        evaluator = Evaluator(self, scope, "")   # one for the graph, told each entry in turn
         for entry in graph:
             scope.current = entry
             qualified = scope.prefix + entry.key
@@ -183,7 +184,8 @@ class Builder(ModuleCalls):
                 value.meta = NodeInfo(qualified, "constant", place.line, place.col, self.calling_entry,
                                       place.file)
             else:
-                value = Evaluator(self, scope, qualified).eval(entry.tree)
+                evaluator.entry = qualified
+                value = evaluator.eval(entry.tree)
             self.bind_targets(entry, value, scope)
             for target in entry.targets:
                 scope.later.pop(target, None)

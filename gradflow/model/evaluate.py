@@ -83,6 +83,10 @@ class Evaluator:
         return value
 
     def eval(self, node):
+        if node.__class__ is ast.Name:   # the commonest node: a name this scope holds (lookup's first case)
+            value = self.scope.tensors.get(node.id)
+            if value is not None:
+                return value
         handler = HANDLERS.get(node.__class__)
         if handler is None:  # expr.check refused these already; keep the engine safe regardless
             raise self.fail(node, f"{type(node).__name__} is not allowed")
@@ -193,7 +197,8 @@ class Evaluator:
             return self.builder.call_repeat(self, node)
         if name in PIECES:
             return self.pieces(name, node)
-        if self.builder.is_callable_module(name):
+        spec = self.builder.spec
+        if name in spec.instances or name in spec.modules:   # builder.is_callable_module, inline: once a call
             return self.builder.call_module(self, name, node)
         op_name = ALIASES.get(name, name)
         if op_name not in OPS and (name in self.scope.tensors or name in self.scope.dims):

@@ -127,9 +127,6 @@ def fold(node, dims):
 class ModuleCalls:
     """The module half of the Builder: instances, calls, repeat."""
 
-    def is_callable_module(self, name) -> bool:
-        return name in self.spec.instances or name in self.spec.modules
-
     def callable_names(self) -> list:
         return list(self.spec.modules) + list(self.spec.instances) + ["repeat"]
 

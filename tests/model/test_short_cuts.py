@@ -4,6 +4,7 @@ dtypes worked out once per op and input dtypes."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 
 import numpy as np
@@ -11,9 +12,11 @@ import pytest
 
 import gradflow
 from gradflow.engine import OPS, Tape
+from gradflow.engine import tape as tape_module
 from gradflow.engine.shapes import broadcast_shape
 from gradflow.errors import ModelError, ShapeError
 from gradflow.model import evaluate
+from gradflow.model.build import Builder
 from tests.model.test_replay import described
 
 MODEL = """
@@ -76,18 +79,48 @@ def test_broadcast_shape_is_numpys_rule(a, b):
 
 
 @pytest.mark.parametrize("float_dtype", [np.float64, np.float32])
-def test_a_lazy_tapes_output_dtypes_are_the_ops_own_each_time(float_dtype):
+def test_a_lazy_tapes_output_dtypes_are_the_ops_own_each_time(monkeypatch, float_dtype):
+    monkeypatch.setattr(tape_module, "OUT_DTYPES", {})   # the first time found, the second remembered
     tape = Tape(float_dtype, eager=False)
     leaves = {"f": tape.leaf(shape=(3,)), "i": tape.leaf(shape=(3,), dtype=np.int64)}
     for op in OPS.values():
-        if op.variadic or op.attrs:
+        if op.attrs:
             continue
-        for kinds in itertools.product("fi", repeat=len(op.inputs)):
+        for kinds in itertools.product("fi", repeat=3 if op.variadic else len(op.inputs)):
             parents = [leaves[k] for k in kinds]
-            for _ in range(2):   # the second time from what the first one found
+            for _ in range(2):
                 try:
                     shape, dtype = tape.infer(op, parents, {})
                 except ShapeError:
                     continue
                 assert dtype == op.out_dtype([p.dtype for p in parents], tape.dtype), (op.name, kinds)
                 assert shape == op.infer_shape(*[p.shape for p in parents]), (op.name, kinds)
+
+
+PIECES = """
+gradflow: 1
+dims: {n: 4}
+params:
+  w: {shape: [n]}
+graph:
+  a, b: split(w, 2)
+  loss: sum(a)
+losses: [loss]
+"""
+
+
+@pytest.mark.parametrize("name", ["w", "a", "n", "True", "nothing", "sum"])
+def test_a_name_evaluates_as_its_lookup_finds_it(write_model, name):
+    model = gradflow.load(write_model(PIECES))
+    builder = Builder(model.spec)
+    tensors = {**model.params, **model.entries, "pair": (model.entries["a"], model.entries["b"])}
+    scope = evaluate.Scope("", tensors, model.dims, {}, "the graph")
+    evaluator = evaluate.Evaluator(builder, scope, "y")
+    for node in (ast.Name(name, ast.Load(), lineno=2, col_offset=3), ast.Name("pair", ast.Load())):
+        found = []
+        for evaluate_name in (evaluator.eval, evaluator.eval_Name):   # the short cut, the general way
+            try:
+                found.append(evaluate_name(node))
+            except ModelError as e:
+                found.append((e.message, e.line, e.col))
+        assert found[0] is found[1] or found[0] == found[1]
