@@ -229,6 +229,12 @@ class Evaluator:
                      for start in range(0, size, step))
 
     def call_op(self, op, node):
+        args = node.args
+        if not node.keywords and len(args) == len(op.inputs) and op.name in UNBOUND:
+            # One argument per tensor input and nothing else (tanh(h)): bind would match exactly
+            # these, with no attribute to check and no seed to draw (UNBOUND: the ops that take
+            # a fixed number of tensors, whose every attribute has a default, unseeded).
+            return self.apply(op, node, *[self.tensor(a) for a in args])
         tensors, attrs = self.bind(op, node)
         if op.seeded and "seed" not in attrs:
             attrs["seed"] = self.builder.seed_for(self.entry, node)
@@ -236,13 +242,7 @@ class Evaluator:
 
     def bind(self, op, node):
         """Match a call's arguments to the op's tensor inputs and static attributes."""
-        args = node.args
-        if not node.keywords and len(args) == len(op.inputs) and op.name in UNBOUND:
-            # One argument per tensor input and nothing else (tanh(h)): the general match below
-            # would bind exactly these, with no attribute to check (UNBOUND: the ops whose
-            # every attribute has a default and that take a fixed number of tensors).
-            return [self.tensor(a) for a in args], {}
-        args = list(args)
+        args = list(node.args)
         if op.variadic:
             if not args or not isinstance(args[0], (ast.List, ast.Tuple)):
                 raise self.fail(node, f"{op.name}() takes a list of tensors first, e.g. {op.name}([a, b], axis=0)")
@@ -346,9 +346,10 @@ class Evaluator:
 # The handler of each node type, looked up by the node's class (not by name, per node).
 HANDLERS = {getattr(ast, name[5:]): method for name, method in vars(Evaluator).items()
             if name.startswith("eval_")}
-# Ops that a call may give only their tensors: a fixed number of them, no attribute required.
-UNBOUND = frozenset(op.name for op in OPS.values()
-                    if not op.variadic and all(v is not REQUIRED for v in op.attrs.values()))
+# Ops that a call may give only their tensors: a fixed number of them, no attribute required,
+# no seed to draw per call.
+UNBOUND = frozenset(op.name for op in OPS.values() if not op.variadic and not op.seeded
+                    and all(v is not REQUIRED for v in op.attrs.values()))
 
 
 def is_number(value) -> bool:

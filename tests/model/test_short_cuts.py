@@ -9,13 +9,15 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gradflow
 from gradflow.engine import OPS, Tape
 from gradflow.engine import tape as tape_module
 from gradflow.engine.shapes import broadcast_shape
 from gradflow.errors import ModelError, ShapeError
-from gradflow.model import evaluate
+from gradflow.model import evaluate, load
 from gradflow.model.build import Builder
 from tests.model.test_replay import described
 
@@ -67,7 +69,7 @@ def test_the_short_cut_serves_ops_whose_attributes_all_have_defaults():
 SHAPES = [(), (1,), (4,), (3, 4), (3, 1), (1, 4), (2, 3, 4), (0,), (0, 4)]
 
 
-@pytest.mark.parametrize("a, b", itertools.product(SHAPES, SHAPES))
+@pytest.mark.parametrize("a, b", list(itertools.product(SHAPES, SHAPES)))
 def test_broadcast_shape_is_numpys_rule(a, b):
     try:
         expected = np.broadcast_shapes(a, b)
@@ -124,3 +126,10 @@ def test_a_name_evaluates_as_its_lookup_finds_it(write_model, name):
             except ModelError as e:
                 found.append((e.message, e.line, e.col))
         assert found[0] is found[1] or found[0] == found[1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aZ_09.é- "), max_size=6) | st.sampled_from(["if", "_", "a1", "1a", "ab"]))
+def test_an_ascii_identifier_is_a_name_as_the_pattern_says(text):
+    if text.isascii() and text.isidentifier():   # the loader's short cut: taken only where the pattern agrees
+        assert load.NAME.match(text)
