@@ -37,6 +37,8 @@ def scalar_attrs_shape(*names):
 
 def broadcast_shape(*shapes):
     """numpy's broadcasting rule on shapes alone."""
+    if len(shapes) == 2 and shapes[0] == shapes[1] and shapes[0].__class__ is tuple:   # nothing to broadcast
+        return shapes[0]
     ndim = max(len(s) for s in shapes)
     out = []
     for i in range(-ndim, 0):

@@ -30,6 +30,7 @@ from gradflow.engine.tensor import NO_ATTRS, Tensor, fit, new_object, unbroadcas
 
 
 REUSE_BYTES = 1 << 18   # from this size a value's buffer is worth reusing (numpy's own bound for temporaries)
+OUT_DTYPES: dict = {}   # (op name, tape dtype, *input dtypes) -> (op, output dtype), as Tape.infer finds them
 
 
 class Tape:
@@ -103,7 +104,7 @@ class Tape:
             # tuple per node, for the cyclic collector to scan while the tape grows.
             shape, dtype = parents[0].shape if op.fitted else value.shape, value.dtype
         else:
-            shape, dtype, value = *self.infer(op, parents, attrs), None
+            (shape, dtype), value = self.infer(op, parents, attrs), None
             requires_grad = requires_grad and dtype.kind == "f"
         # Tensor.__init__ inlined (the same fields): a frame less per node. One field a
         # statement: a tuple assigned to several fields is built, then taken apart.
@@ -133,8 +134,17 @@ class Tape:
 
     def infer(self, op: Op, parents, attrs) -> tuple:
         """(shape, dtype) of ``op(*parents)`` from the parents' shapes and dtypes alone."""
-        shape = op.infer_shape(*[p.shape for p in parents], **attrs)
-        return shape, op.out_dtype([p.dtype for p in parents], self.dtype)
+        # A fitted op's output has its input's shape (the rule is same_shape): shared, not copied.
+        shape = parents[0].shape if op.fitted else op.infer_shape(*[p.shape for p in parents], **attrs)
+        if op.variadic:   # a key as long as its list of inputs: not worth keeping
+            return shape, op.out_dtype([p.dtype for p in parents], self.dtype)
+        # The dtype depends on the op, the input dtypes and the tape's alone: worked out once for
+        # each such combination, for every tape of the process (a handful of combinations).
+        key = (op.name, self.dtype, *[p.dtype for p in parents])
+        known = OUT_DTYPES.get(key)
+        if known is None or known[0] is not op:
+            known = OUT_DTYPES[key] = (op, op.out_dtype(list(key[2:]), self.dtype))
+        return shape, known[1]
 
     # -- sweeps --------------------------------------------------------------
     @quietly

@@ -172,6 +172,7 @@ class Builder(ModuleCalls):
         return t
 
     def run_graph(self, graph: list, scope: Scope) -> None:
+        evaluator = Evaluator(self, scope, "")   # one for the graph, told each entry in turn
         for entry in graph:
             scope.current = entry
             qualified = scope.prefix + entry.key
@@ -183,7 +184,8 @@ class Builder(ModuleCalls):
                 value.meta = NodeInfo(qualified, "constant", place.line, place.col, self.calling_entry,
                                       place.file)
             else:
-                value = Evaluator(self, scope, qualified).eval(entry.tree)
+                evaluator.entry = qualified
+                value = evaluator.eval(entry.tree)
             self.bind_targets(entry, value, scope)
             for target in entry.targets:
                 scope.later.pop(target, None)
@@ -252,15 +254,17 @@ class Builder(ModuleCalls):
             return dims[value]
         return value
 
-    def admit(self, tensor: Tensor, at, what: str = "a tensor") -> None:
-        """Refuse absurd tensors and runaway graphs as they are recorded."""
+    def admit(self, tensor: Tensor, at, what: str = "a tensor", name: str = "") -> None:
+        """Refuse absurd tensors and runaway graphs as they are recorded. The tensor is called
+        ``what + name`` (given apart: joined only for a message, not for every node)."""
+        if tensor.size <= MAX_ELEMENTS and len(self.tape.nodes) <= MAX_NODES:
+            return
         line, col = (at.line, at.col) if isinstance(at, Place) else (at.lineno, at.col_offset)
         if tensor.size > MAX_ELEMENTS:
-            raise ModelError(f"{what} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, "
+            raise ModelError(f"{what}{name} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, "
                              f"more than {MAX_ELEMENTS:.0e}; check the dims", self.path, line, col)
-        if len(self.tape.nodes) > MAX_NODES:
-            raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules",
-                             self.path, line, col)
+        raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules",
+                         self.path, line, col)
 
     def max_nodes(self) -> int:
         """The node limit, for ``repeat`` in modules.py: that module is imported here, so it

@@ -83,10 +83,14 @@ class Evaluator:
         return value
 
     def eval(self, node):
-        handler = getattr(self, "eval_" + type(node).__name__, None)
+        if node.__class__ is ast.Name:   # the commonest node: a name this scope holds (lookup's first case)
+            value = self.scope.tensors.get(node.id)
+            if value is not None:
+                return value
+        handler = HANDLERS.get(node.__class__)
         if handler is None:  # expr.check refused these already; keep the engine safe regardless
             raise self.fail(node, f"{type(node).__name__} is not allowed")
-        return handler(node)
+        return handler(self, node)
 
     # -- leaves ------------------------------------------------------------------
     def eval_Constant(self, node):
@@ -193,7 +197,8 @@ class Evaluator:
             return self.builder.call_repeat(self, node)
         if name in PIECES:
             return self.pieces(name, node)
-        if self.builder.is_callable_module(name):
+        spec = self.builder.spec
+        if name in spec.instances or name in spec.modules:   # builder.is_callable_module, inline: once a call
             return self.builder.call_module(self, name, node)
         op_name = ALIASES.get(name, name)
         if op_name not in OPS and (name in self.scope.tensors or name in self.scope.dims):
@@ -224,6 +229,12 @@ class Evaluator:
                      for start in range(0, size, step))
 
     def call_op(self, op, node):
+        args = node.args
+        if not node.keywords and len(args) == len(op.inputs) and op.name in UNBOUND:
+            # One argument per tensor input and nothing else (tanh(h)): bind would match exactly
+            # these, with no attribute to check and no seed to draw (UNBOUND: the ops that take
+            # a fixed number of tensors, whose every attribute has a default, unseeded).
+            return self.apply(op, node, *[self.tensor(a) for a in args])
         tensors, attrs = self.bind(op, node)
         if op.seeded and "seed" not in attrs:
             attrs["seed"] = self.builder.seed_for(self.entry, node)
@@ -318,19 +329,27 @@ class Evaluator:
 
     # -- recording -------------------------------------------------------------------
     def apply(self, op, node, *tensors, **attrs) -> Tensor:
-        name = op if isinstance(op, str) else op.name
+        name, builder = op if op.__class__ is str else op.name, self.builder
         source = self.scope.current.source if self.scope.current is not None else None
         if source is None:
-            info = NodeInfo(self.entry, name, node.lineno, node.col_offset, self.builder.calling_entry,
-                            self.builder.path)
+            info = NodeInfo(self.entry, name, node.lineno, node.col_offset, builder.calling_entry, builder.path)
         else:
-            info = NodeInfo(self.entry, name, source.line, source.col, self.builder.calling_entry, source.file)
+            info = NodeInfo(self.entry, name, source.line, source.col, builder.calling_entry, source.file)
         try:
             out = self.tape.apply(op, *tensors, meta=info, **attrs)
         except (ShapeError, TypeError, ValueError) as e:
-            raise self.fail(node, f"graph.{self.entry} ({self.builder.path}:{node.lineno}): {e}") from None
-        self.builder.admit(out, node, f"graph.{self.entry}")
+            raise self.fail(node, f"graph.{self.entry} ({builder.path}:{node.lineno}): {e}") from None
+        builder.admit(out, node, "graph.", self.entry)
         return out
+
+
+# The handler of each node type, looked up by the node's class (not by name, per node).
+HANDLERS = {getattr(ast, name[5:]): method for name, method in vars(Evaluator).items()
+            if name.startswith("eval_")}
+# Ops that a call may give only their tensors: a fixed number of them, no attribute required,
+# no seed to draw per call.
+UNBOUND = frozenset(op.name for op in OPS.values() if not op.variadic and not op.seeded
+                    and all(v is not REQUIRED for v in op.attrs.values()))
 
 
 def is_number(value) -> bool:

@@ -222,6 +222,8 @@ def refusal(node: ast.AST) -> str | None:
 
 def dotted_name(node: ast.AST) -> str | None:
     """'a.b.c' for a chain of attribute accesses on a plain name, else None."""
+    if node.__class__ is ast.Name:   # the usual callee and operand: no list to join
+        return node.id
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

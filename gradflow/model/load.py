@@ -78,7 +78,8 @@ class Loader:
         return node.value
 
     def name(self, name: str, at, what: str, scope: dict | None = None) -> str:
-        if not NAME.match(name) or "__" in name:
+        # An ASCII identifier (most names) is a NAME without asking the expression.
+        if not (name.isascii() and name.isidentifier() or NAME.match(name)) or "__" in name:
             raise self.fail(f"{what} {name!r} is not a valid name (dotted identifiers such as enc.w or "
                             "G.0.weight)", at)
         if name in RESERVED:
@@ -296,7 +297,7 @@ class Loader:
         if not isinstance(v, str) or not v.strip():
             raise self.fail(f"graph entry {key!r} must be an expression, not {kind_of(v)}", node)
         quoted = node.style in ("'", '"')
-        tree = parse_expression(v, self.path, origin, quoted=quoted, raw=node.raw)
+        tree = parse_expression(v, self.path, origin, quoted, node.raw)
         return Entry(key, targets, tree, None, at, origin, source)
 
     def losses(self, node: Node | None, root: Node) -> dict:

@@ -69,7 +69,8 @@ def check_expansion(spec, dims: dict, limit: int) -> None:
         module = spec.modules[name]
         scope = resolve_dims(module.dims, dims, spec.path, f"dims of module {name!r}")
         sizes[name] = graph_size(spec, module.graph, scope, sizes, limit)
-    graph_size(spec, spec.graph, dims, sizes, limit)
+    if spec.modules:   # without modules (nor instances of them) nothing expands: no walk to make
+        graph_size(spec, spec.graph, dims, sizes, limit)
 
 
 def graph_size(spec, graph, dims: dict, sizes: dict, limit: int) -> int:
@@ -125,9 +126,6 @@ def fold(node, dims):
 
 class ModuleCalls:
     """The module half of the Builder: instances, calls, repeat."""
-
-    def is_callable_module(self, name) -> bool:
-        return name in self.spec.instances or name in self.spec.modules
 
     def callable_names(self) -> list:
         return list(self.spec.modules) + list(self.spec.instances) + ["repeat"]

@@ -38,25 +38,24 @@ LOAD = ast.Load()
 
 def parse_simple(text: str, origin: Place, quoted: bool):
     """The checked tree of ``f(a)`` or ``a OP b`` on one line, or None for any other text."""
-    if not short(text):
+    if len(text) > MAX_CHARS or "__" in text:   # short(text), inline: this runs once per graph line
         return None
-    col = origin.col + int(quoted)
+    line, col = origin.line, origin.col + int(quoted)
     found = CALL.fullmatch(text)
     if found is not None:
-        func, arg = found.group(1), operand(found, 2, origin.line, col)
+        func, arg = found.group(1), operand(found, 2, line, col)
         if func in KEYWORDS or arg is None:
             return None
-        name = located(ast.Name(func, LOAD), origin.line, col, 0, len(func))
-        tree = located(ast.Call(name, [arg[0]], []), origin.line, col, 0, len(text))
+        name = located(ast.Name(func, LOAD), line, col, len(func))
+        tree = located(ast.Call(name, [arg[0]], []), line, col, len(text))
         tree.gradflow_nodes = [tree, *arg[1], name]
         return tree
     found = BINARY.fullmatch(text)
     if found is not None:
-        left, right = operand(found, 1, origin.line, col), operand(found, 3, origin.line, col)
+        left, right = operand(found, 1, line, col), operand(found, 3, line, col)
         if left is None or right is None:
             return None
-        tree = located(ast.BinOp(left[0], OPERATORS[found.group(2)](), right[0]), origin.line, col,
-                       0, len(text))
+        tree = located(ast.BinOp(left[0], OPERATORS[found.group(2)](), right[0]), line, col, len(text))
         tree.gradflow_nodes = [tree, *right[1], *left[1]]
         return tree
     return None
@@ -66,27 +65,35 @@ def operand(found: re.Match, group: int, line: int, col: int):
     """(node, its nodes in the order expr.flatten walks them) for a matched operand; None
     when a part of a name is a Python keyword."""
     text, start = found.group(group), found.start(group)
+    if "." not in text and not text[0].isdigit():   # a plain name, the usual operand
+        if text in KEYWORDS:
+            return None
+        node = located(ast.Name(text, LOAD), line, col + start, found.end(group))
+        return node, (node,)
     if text[0].isdigit():
-        node = located(ast.Constant(number(text), None), line, col, start, found.end(group))
-        return node, [node]
+        node = located(ast.Constant(number(text), None), line, col + start, found.end(group))
+        return node, (node,)
     parts = text.split(".")
+    if not KEYWORDS.isdisjoint(parts):
+        return None
     end = start + len(parts[0])
-    node = located(ast.Name(parts[0], LOAD), line, col, start, end)
+    node = located(ast.Name(parts[0], LOAD), line, col + start, end)
     order = [node]
     for part in parts[1:]:   # a.b.c is Attribute(Attribute(Name a, b), c): parents first
         end += 1 + len(part)
-        node = located(ast.Attribute(node, part, LOAD), line, col, start, end)
+        node = located(ast.Attribute(node, part, LOAD), line, col + start, end)
         order.append(node)
-    if not KEYWORDS.isdisjoint(parts):
-        return None
     order.reverse()
     return node, order
 
 
-def located(node, line: int, col: int, start: int, end: int):
-    """The positions the general path leaves on a node: the start as a file place (as
-    ``expr.relocate`` makes it), the end as the parser's offset in the one-line text."""
-    node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = line, col + start, 1, end
+def located(node, line: int, col: int, end: int):
+    """The positions the general path leaves on a node: its start as a file place (as
+    ``expr.relocate`` makes it), its end as the parser's offset in the one-line text."""
+    node.lineno = line
+    node.col_offset = col
+    node.end_lineno = 1
+    node.end_col_offset = end
     return node
 
 
