@@ -36,24 +36,29 @@ _SEQ_TAGS = frozenset({_STD + "seq"})
 _ALLOWED_TAGS = _SCALAR_TAGS | _MAP_TAGS | _SEQ_TAGS
 _NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
 
+# The patterns below are compiled on first use (into re's cache), each only for text
+# that needs it: the first one alone takes most of a millisecond to compile.
+
 # The characters neither YAML reader accepts (the complement of YAML's printable set),
 # checked up front so the error has a place. Listed as they are, not as a negated
 # class over all of Unicode: that one takes milliseconds to compile at every start.
-_NOT_PRINTABLE = re.compile(
-    "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFFFE\uFFFF]")
+_NOT_PRINTABLE = "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFFFE\uFFFF]"
+_NOT_ALLOWED = "is not allowed in YAML"
 
-_OPENED = re.compile(r"while (?:parsing|scanning) an? (.+)")
+_OPENED = r"while (?:parsing|scanning) an? (.+)"
 
 # YAML counts these as line breaks and editors do not: every line number after one would be off.
-_ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
+_ODD_BREAKS = "[\x85\u2028\u2029]"
 # Bidirectional embeddings, overrides and isolates make code display in another order than
 # it is read ("trojan source"); refused anywhere in the file, as rustc refuses them.
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-# Each pattern with what its character is; only the first can match ASCII text, the usual case.
-_TEXT_CHECKS = ((_NOT_PRINTABLE, "is not allowed in YAML"),
+_BIDI = "[\u202a-\u202e\u2066-\u2069]"
+# Each pattern with what its character is; only the first can match ASCII text, the usual
+# case, which is checked for the ASCII part of that class alone (quick to compile).
+_TEXT_CHECKS = ((_NOT_PRINTABLE, _NOT_ALLOWED),
                 (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it"),
                 (_BIDI, "changes the direction of the text around it, so the file reads "
                         "differently from how it displays; remove it"))
+_ASCII_CHECKS = (("[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]", _NOT_ALLOWED),)
 
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
@@ -115,8 +120,8 @@ def _as_text(data: str | bytes, path: str) -> str:
         data = _decode_utf8(bytes(data), path)
     if "\r" in data:   # YAML reads CR and CRLF as line breaks; the places found below count "\n"
         data = data.replace("\r\n", "\n").replace("\r", "\n")
-    for pattern, why in _TEXT_CHECKS if not data.isascii() else _TEXT_CHECKS[:1]:
-        bad = pattern.search(data)
+    for pattern, why in _TEXT_CHECKS if not data.isascii() else _ASCII_CHECKS:
+        bad = re.search(pattern, data)
         if bad:
             index = bad.start()
             raise ModelError(f"character U+{ord(bad.group()):04X} {why}", path,
@@ -152,7 +157,7 @@ def _yaml_hint(exc, mark, text: str) -> str:
     line = lines[mark.line] if mark.line < len(lines) else ""
     if line[mark.column:mark.column + 1] == "\t":
         return " (a tab: YAML is indented with spaces)"
-    start, opened = exc.context_mark, _OPENED.match(exc.context or "")
+    start, opened = exc.context_mark, re.match(_OPENED, exc.context or "")
     if opened and start is not None and exc.problem and start.line != mark.line:
         return f" (in the {opened.group(1)} that starts at line {start.line + 1}, column {start.column + 1})"
     return ""
