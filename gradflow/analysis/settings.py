@@ -50,7 +50,7 @@ class SettingsError(ValueError):
         self.message, self.key, self.index = message, key, index   # index: of an item in a list
 
 
-@dataclass(frozen=True)
+@dataclass
 class Settings:
     """The settings one model is checked with: every layer merged (see ``settings_for``)."""
     rules: tuple = ()               # ((rule id, on?), ...): the last word of the layers on each rule

@@ -1,11 +1,13 @@
 """How a run ends early: Ctrl-C (one line, exit 130), a closed stdout (quietly, exit 141) and
-output that cannot be written (one line, exit 2)."""
+output that cannot be written (one line, exit 2); and how every run ends, at once."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
+import threading
 import time
 
 import click
@@ -27,7 +29,6 @@ def catch_interrupts() -> None:
     watchdog thread makes sure the process ends within a second even when the main
     thread is inside a long numpy call: Python runs signal handlers only between
     bytecodes, but writes the signal to the wakeup pipe at once."""
-    import threading
     signal.signal(signal.SIGINT, interrupted)
     read, write = os.pipe()
     os.set_blocking(write, False)
@@ -87,3 +88,25 @@ def silence_stdout() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):   # not a real file (a test runner's buffer)
         pass
+
+
+def end_at_once(code) -> None:
+    """Exit with ``code`` (a SystemExit's) now, without the interpreter's teardown, which frees
+    every module and object one by one: milliseconds, for a process about to end anyway.
+    Only when the teardown has nothing else to do: every stream flushed, no atexit function
+    (``-j``'s pool registers some, as do coverage tools), no thread but daemons. Otherwise
+    this returns and the usual exit follows, which also reports a flush that fails."""
+    code = 0 if code is None else code
+    if type(code) is bool or not isinstance(code, int) or not 0 <= code <= 255:
+        return   # Python's own exit prints such a code, or makes it 1
+    if getattr(atexit, "_ncallbacks", lambda: 1)():
+        return
+    if any(not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)

@@ -287,9 +287,19 @@ def run_console(no_color: bool, stderr: bool = False):
 
 
 def main() -> None:
+    """The `gradflow` command; it ends the process (see ``end_at_once``)."""
     from gradflow.cli import collector
-    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted, stop_unwritable
+    from gradflow.cli.endings import end_at_once
     collector.pause()   # until the command has loaded its libraries
+    try:
+        run_command()
+    except SystemExit as done:
+        end_at_once(done.code)
+        raise
+
+
+def run_command() -> None:
+    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted, stop_unwritable
     catch_interrupts()
     if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
         # A name the output's encoding cannot spell (an ASCII-only locale, PYTHONIOENCODING)

@@ -61,7 +61,7 @@ from gradflow.errors import ShapeError
 REQUIRED = object()  # marks an attribute with no default
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Op:
     """One entry of the op table: forward, a gradient rule per input, shape rule and attributes."""
     name: str

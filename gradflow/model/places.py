@@ -3,7 +3,7 @@
 Most expressions are a verbatim piece of one line, so a character's column is the
 scalar's column plus its index. YAML can also fold a long expression over several
 lines, strip a block scalar's indentation, unescape a quoted string or (in
-``source.rejoin_calls``) put back a call split at its commas. Those change
+``source._TreeBuilder._rejoined``) put back a call split at its commas. Those change
 whitespace and a few marks only, so the non-blank characters of the value are
 found, in order, in the scalar's source text.
 """

@@ -36,24 +36,29 @@ _SEQ_TAGS = frozenset({_STD + "seq"})
 _ALLOWED_TAGS = _SCALAR_TAGS | _MAP_TAGS | _SEQ_TAGS
 _NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
 
+# The patterns below are compiled on first use (into re's cache), each only for text
+# that needs it: the first one alone takes most of a millisecond to compile.
+
 # The characters neither YAML reader accepts (the complement of YAML's printable set),
 # checked up front so the error has a place. Listed as they are, not as a negated
 # class over all of Unicode: that one takes milliseconds to compile at every start.
-_NOT_PRINTABLE = re.compile(
-    "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFFFE\uFFFF]")
+_NOT_PRINTABLE = "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFFFE\uFFFF]"
+_NOT_ALLOWED = "is not allowed in YAML"
 
-_OPENED = re.compile(r"while (?:parsing|scanning) an? (.+)")
+_OPENED = r"while (?:parsing|scanning) an? (.+)"
 
 # YAML counts these as line breaks and editors do not: every line number after one would be off.
-_ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
+_ODD_BREAKS = "[\x85\u2028\u2029]"
 # Bidirectional embeddings, overrides and isolates make code display in another order than
 # it is read ("trojan source"); refused anywhere in the file, as rustc refuses them.
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-# Each pattern with what its character is; only the first can match ASCII text, the usual case.
-_TEXT_CHECKS = ((_NOT_PRINTABLE, "is not allowed in YAML"),
+_BIDI = "[\u202a-\u202e\u2066-\u2069]"
+# Each pattern with what its character is; only the first can match ASCII text, the usual
+# case, which is checked for the ASCII part of that class alone (quick to compile).
+_TEXT_CHECKS = ((_NOT_PRINTABLE, _NOT_ALLOWED),
                 (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it"),
                 (_BIDI, "changes the direction of the text around it, so the file reads "
                         "differently from how it displays; remove it"))
+_ASCII_CHECKS = (("[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]", _NOT_ALLOWED),)
 
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
@@ -88,86 +93,16 @@ class Node:
 def parse_yaml(text: str | bytes, path: str) -> Node:
     """Parse one model file (a single YAML document whose root is a mapping)."""
     text = _as_text(text, path)
-    builder, handlers = _TreeBuilder(path, text), _HANDLERS
     try:
         parser = LOADER(text)
-        try:   # the parser's get_event until it has none: yaml.parse without its generator
-            for event in rejoin_calls(iter(parser.get_event, None)):
-                handlers[type(event)](builder, event)
+        try:
+            builder = _TreeBuilder(path, text, parser.get_event)
+            builder.build()
         finally:
             parser.dispose()
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, path, text) from exc
     return builder.finish()
-
-
-_OPENS = frozenset({yaml.MappingStartEvent, yaml.SequenceStartEvent})
-_CLOSES = frozenset({yaml.MappingEndEvent, yaml.SequenceEndEvent})
-
-
-def rejoin_calls(events):
-    """Undo YAML's split of a call at its commas inside a flow collection.
-
-    In ``{shape: [n], init: randint(0, actions)}`` YAML sees the value
-    ``randint(0`` and then a key ``actions)`` with no value; in ``[f(a, b)]`` two
-    items. A plain scalar with unclosed brackets takes the following plain
-    pieces back (a key must have no value) until its brackets balance, so the
-    format's own examples mean what they say.
-    """
-    events = iter(events)
-    ahead: list = []
-    frames: list = []          # per open collection: [is_map, is_flow, wants_key]
-
-    def peek(k):
-        while len(ahead) <= k:
-            ahead.append(next(events, None))
-        return ahead[k]
-
-    while True:
-        event = ahead.pop(0) if ahead else next(events, None)
-        if event is None:
-            return
-        kind = type(event)
-        if kind is yaml.ScalarEvent or kind is yaml.AliasEvent:
-            top = frames[-1] if frames else None
-            if top is None or not top[1]:   # block context, where YAML splits nothing
-                yield event
-                continue
-            if (kind is yaml.ScalarEvent and not (top[0] and top[2]) and _is_plain(event)
-                    and _unclosed(event.value) > 0):
-                event = _rejoined(event, peek, ahead, top[0])
-            yield event
-        else:
-            yield event
-            if kind not in _CLOSES:
-                if kind in _OPENS:
-                    frames.append([kind is yaml.MappingStartEvent, bool(event.flow_style), True])
-                continue
-            frames.pop()
-            top = frames[-1] if frames else None
-        if top and top[0]:   # a mapping's next scalar or collection is a key, then a value
-            top[2] = not top[2]
-
-
-def _rejoined(event, peek, ahead, in_map: bool):
-    value, last, depth = event.value, event, _unclosed(event.value)
-    while depth > 0:
-        piece = peek(0)
-        if not (isinstance(piece, yaml.ScalarEvent) and _is_plain(piece)):
-            break
-        if in_map:   # the piece arrived as a key: it must have no value of its own
-            empty = peek(1)
-            if not (isinstance(empty, yaml.ScalarEvent) and _is_plain(empty) and empty.value == ""):
-                break
-            del ahead[:2]
-            last = empty
-        else:
-            del ahead[:1]
-            last = piece
-        value += ", " + piece.value
-        depth = _unclosed(value)
-    return yaml.ScalarEvent(event.anchor, event.tag, event.implicit, value, event.start_mark,
-                            last.end_mark, event.style)
 
 
 def _is_plain(event) -> bool:
@@ -185,8 +120,8 @@ def _as_text(data: str | bytes, path: str) -> str:
         data = _decode_utf8(bytes(data), path)
     if "\r" in data:   # YAML reads CR and CRLF as line breaks; the places found below count "\n"
         data = data.replace("\r\n", "\n").replace("\r", "\n")
-    for pattern, why in _TEXT_CHECKS if not data.isascii() else _TEXT_CHECKS[:1]:
-        bad = pattern.search(data)
+    for pattern, why in _TEXT_CHECKS if not data.isascii() else _ASCII_CHECKS:
+        bad = re.search(pattern, data)
         if bad:
             index = bad.start()
             raise ModelError(f"character U+{ord(bad.group()):04X} {why}", path,
@@ -222,7 +157,7 @@ def _yaml_hint(exc, mark, text: str) -> str:
     line = lines[mark.line] if mark.line < len(lines) else ""
     if line[mark.column:mark.column + 1] == "\t":
         return " (a tab: YAML is indented with spaces)"
-    start, opened = exc.context_mark, _OPENED.match(exc.context or "")
+    start, opened = exc.context_mark, re.match(_OPENED, exc.context or "")
     if opened and start is not None and exc.problem and start.line != mark.line:
         return f" (in the {opened.group(1)} that starts at line {start.line + 1}, column {start.column + 1})"
     return ""
@@ -276,22 +211,25 @@ def _clip(text: str, limit: int = 40) -> str:
 class _Frame:
     """A mapping or sequence whose end event has not arrived yet."""
 
-    __slots__ = ("items", "keys", "key", "line", "col", "anchor", "size", "height", "chars")
+    __slots__ = ("items", "keys", "key", "flow", "line", "col", "anchor", "size", "height", "chars")
 
-    def __init__(self, is_map: bool, mark, anchor: str | None):
+    def __init__(self, is_map: bool, mark, anchor: str | None, flow: bool):
         self.items: dict | list = {} if is_map else []
         self.keys: dict[str, tuple[int, int]] | None = {} if is_map else None
         self.key: str | None = None  # a mapping key still waiting for its value
+        self.flow = flow  # written [...] or {...}, where YAML splits a call at its commas
         self.line, self.col = mark.line + 1, mark.column + 1
         self.anchor, self.size, self.chars = anchor, 1, 0
         self.height = 0  # deepest child's nesting, aliases expanded
 
 
 class _TreeBuilder:
-    """Turns events into Nodes, one event at a time, with an explicit stack."""
+    """Turns the parser's events into Nodes, one event at a time, with an explicit stack."""
 
-    def __init__(self, path: str, text: str = ""):
+    def __init__(self, path: str, text: str, get_event):
         self.path, self.text = path, text
+        self.get_event = get_event  # the parser's next event, None after the last
+        self.ahead: list = []  # events read past a split call (see _rejoined), not handled yet
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Node, int]] = {}  # name -> (node, height)
         self.open_anchors: dict[str, int] = {}  # name -> line, node not finished
@@ -299,6 +237,15 @@ class _TreeBuilder:
         self.copied = 0  # characters of text that aliases repeat
         self.root: Node | None = None
         self.documents = 0
+
+    def build(self) -> None:
+        """Handle every event, in order."""
+        handlers, ahead, get_event = _HANDLERS, self.ahead, self.get_event
+        while True:
+            event = ahead.pop(0) if ahead else get_event()
+            if event is None:
+                return
+            handlers[event.__class__](self, event)
 
     def finish(self) -> Node:
         if self.root is None:
@@ -329,6 +276,8 @@ class _TreeBuilder:
             self._take_key(event)
             if event.anchor is None:
                 return  # a key is its source text; only an anchored key needs a Node
+        elif top is not None and top.flow and _is_plain(event) and _unclosed(event.value) > 0:
+            event = self._rejoined(event, top.keys is not None)
         mark = event.start_mark
         value = _scalar_value(event, self.path)
         if type(value) is str:
@@ -342,6 +291,40 @@ class _TreeBuilder:
         if not is_key:
             self._count(1, event, alias=False)
             self._attach(node, 0)
+
+    def _rejoined(self, event, in_map: bool):
+        """Undo YAML's split of a call at its commas inside a flow collection.
+
+        In ``{shape: [n], init: randint(0, actions)}`` YAML sees the value ``randint(0``
+        and then a key ``actions)`` with no value; in ``[f(a, b)]`` two items. A plain
+        scalar with unclosed brackets takes the following plain pieces back (a key must
+        have no value) until its brackets balance, so the format's own examples mean what
+        they say.
+        """
+        value, last, depth = event.value, event, _unclosed(event.value)
+        while depth > 0:
+            piece = self._peek(0)
+            if not (isinstance(piece, yaml.ScalarEvent) and _is_plain(piece)):
+                break
+            if in_map:   # the piece arrived as a key: it must have no value of its own
+                empty = self._peek(1)
+                if not (isinstance(empty, yaml.ScalarEvent) and _is_plain(empty) and empty.value == ""):
+                    break
+                del self.ahead[:2]
+                last = empty
+            else:
+                del self.ahead[:1]
+                last = piece
+            value += ", " + piece.value
+            depth = _unclosed(value)
+        return yaml.ScalarEvent(event.anchor, event.tag, event.implicit, value, event.start_mark,
+                                last.end_mark, event.style)
+
+    def _peek(self, k: int):
+        """The event k places after the one being handled (None past the last)."""
+        while len(self.ahead) <= k:
+            self.ahead.append(self.get_event())
+        return self.ahead[k]
 
     def _raw(self, event) -> str | None:
         start, end = event.start_mark.index, event.end_mark.index
@@ -395,7 +378,7 @@ class _TreeBuilder:
         if event.anchor is not None:
             self._define(event.anchor, event.start_mark)
             self.open_anchors[event.anchor] = event.start_mark.line + 1
-        self.stack.append(_Frame(is_map, event.start_mark, event.anchor))
+        self.stack.append(_Frame(is_map, event.start_mark, event.anchor, bool(event.flow_style)))
 
     def _close(self, event) -> None:
         frame = self.stack.pop()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 STATUSES = ("flows", "zero", "blocked", "unreachable")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Place:
     """1-based line and column in the model file, or, with ``file``, in another source file
     (the Python code an imported model came from)."""
@@ -21,7 +21,7 @@ class Place:
     file: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Init:
     """How a tensor is initialised: a kind and its (number or dim-name) arguments."""
     kind: str                      # normal | uniform | glorot | he | zeros | ones | constant | randint | value
@@ -30,7 +30,7 @@ class Init:
     place: Place | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class TensorSpec:
     """An input or a parameter."""
     name: str
@@ -43,7 +43,7 @@ class TensorSpec:
     source: Place | None = None    # where the code that declared it stands, when not here
 
 
-@dataclass
+@dataclass(eq=False)
 class Entry:
     """One line of a graph: ``targets: expression``."""
     key: str
@@ -55,7 +55,7 @@ class Entry:
     source: Place | None = None    # the code that made it (an imported model's .py line), if given
 
 
-@dataclass
+@dataclass(eq=False)
 class ModuleSpec:
     """A module of the file: its inputs, dims, params, graph and outputs."""
     name: str
@@ -68,7 +68,7 @@ class ModuleSpec:
     place: Place
 
 
-@dataclass
+@dataclass(eq=False)
 class InstanceSpec:
     """An instance of a module, declared under ``instances:``, with the dims it sets."""
     name: str
@@ -77,7 +77,7 @@ class InstanceSpec:
     place: Place
 
 
-@dataclass
+@dataclass(eq=False)
 class LossSpec:
     """A loss of ``losses:`` and the parameters it is declared to train (``wrt``)."""
     name: str
@@ -86,7 +86,7 @@ class LossSpec:
     source: Place | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class ModelSpec:
     """A checked model file, before anything is built from it."""
     path: str

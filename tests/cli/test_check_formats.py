@@ -123,9 +123,9 @@ def test_check_loads_the_counterfactual_walk_only_for_formats_that_show_it(fmt, 
     import sys
     code = ("import sys; from gradflow.cli.main import main; sys.argv = ['gradflow', 'check', "
             f"'--format', '{fmt}', {str(MODELS / 'stop_gradient_tape.yaml')!r}]\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print([m for m in ('gradflow.analysis.counterfactual', 'gradflow.engine.rows') "
-            "if m in sys.modules], file=sys.stderr)")
+            "import atexit; atexit.register(lambda: print([m for m in ('gradflow.analysis.counterfactual', "
+            "'gradflow.engine.rows') if m in sys.modules], file=sys.stderr))\n"
+            "main()")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     last = done.stderr.strip().splitlines()[-1]
     assert last == (str(['gradflow.analysis.counterfactual', 'gradflow.engine.rows']) if loaded else "[]")

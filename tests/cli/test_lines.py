@@ -115,9 +115,9 @@ def test_check_text_into_a_pipe_is_what_rich_writes(monkeypatch, tmp_path, capsy
 
 def loaded_by_check(*args: str, env: dict | None = None) -> tuple[str, list]:
     """(stdout, rich's modules loaded) of `gradflow check` run in a fresh process into a pipe."""
-    code = ("import sys; from gradflow.cli.main import main; sys.argv = ['gradflow', 'check', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'), file=sys.stderr)")
+    code = ("import atexit, sys; from gradflow.cli.main import main; sys.argv = ['gradflow', 'check', *sys.argv[1:]]\n"
+            "rich = lambda: sorted(m for m in sys.modules if m.split('.')[0] == 'rich')\n"
+            "atexit.register(lambda: print(rich(), file=sys.stderr))\nmain()")
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE")}
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
                           env={**environ, **(env or {})})

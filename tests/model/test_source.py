@@ -6,6 +6,7 @@ import ast
 import inspect
 import math
 import os
+import re
 import time
 
 import pytest
@@ -435,7 +436,10 @@ def test_rejoin_calls_leaves_a_real_key_alone():
 
 
 def test_only_the_first_text_check_can_match_ascii():
-    """What lets ASCII text skip the others."""
-    ascii_chars = "".join(map(chr, range(128)))
-    assert source._TEXT_CHECKS[0][0].search(ascii_chars)
-    assert not any(pattern.search(ascii_chars) for pattern, _ in source._TEXT_CHECKS[1:])
+    """What lets ASCII text skip the others, and take the first for its ASCII part alone."""
+    ascii_chars = [chr(c) for c in range(128)]
+    refused = [c for c in ascii_chars if re.search(source._TEXT_CHECKS[0][0], c)]
+    assert refused == [c for c in ascii_chars if re.search(source._ASCII_CHECKS[0][0], c)]
+    assert "\x00" in refused and "\x7f" in refused and "\t" not in refused and "\n" not in refused
+    assert source._ASCII_CHECKS[0][1] == source._TEXT_CHECKS[0][1]
+    assert not any(re.search(pattern, "".join(ascii_chars)) for pattern, _ in source._TEXT_CHECKS[1:])
