@@ -95,7 +95,7 @@ def walked(model, seeded: list, walk, apart: bool) -> tuple[dict, list | None]:
     total = [None] * len(nodes) if apart else None
     for first in range(0, count, size):
         group = [(k, seeded[k][1], seeded[k][2]) for k in range(first, min(first + size, count))]
-        sums_of_rows(model, sweep_rows(nodes, group, walk.waves), squares, total)
+        sums_of_rows(model, sweep_rows(nodes, group, walk.waves, walk.shared), squares, total)
     norms = {cut.index: squares[k] ** 0.5 for k, (cut, _, _) in enumerate(seeded)}
     if total is None or not all(map(math.isfinite, squares)):
         return norms, None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradflow.engine.stacking import Pack, kind_of, passed_on
+from gradflow.engine.stacking import Pack, file_pack, kind_of, passed_on
 
 # Rows stacked for one call stay under this many bytes, so a call's temporaries stay a few
 # times this whatever the number of seeds. Up to here fewer, larger calls measured faster
@@ -26,17 +26,19 @@ BATCH_BYTES = 1 << 19
 SEEDED = (float("-inf"), 0)   # a seed comes before whatever a sweep adds to it
 
 
-def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
+def sweep_rows(nodes: list, seeds: list, waves: list, shared=None) -> dict:
     """{leaf index: [(keys, rows, span), ...]}: for seeds ``(key, node, g)``, the gradient each
     seed's own sweep leaves at each leaf it reaches, a row per key; ``span`` is (block, start)
-    when the rows are ``block[start:start + len(keys)]``, else None. ``waves``: the seeds'
-    ``plan``."""
-    pending, leaves = {}, {}
-    file_seeds(seeds, pending)
+    when the rows are ``block[start:start + len(keys)]``, else None. ``waves`` and ``shared``: the
+    seeds' ``plan``'s. A pack for nodes that nothing else reaches goes straight to the next wave
+    (``ahead``, see ``file_pack``); without ``shared`` every pack waits in ``pending``."""
+    pending, leaves, ahead = {}, {}, []
+    file_seeds(seeds, pending, shared, ahead)
     pop = pending.pop
     for wave in waves:
-        kinds, packs = {}, {}
-        for i in wave:
+        kinds, packs = {}, {pack: range(len(pack.nodes)) for pack in ahead}
+        ahead = []
+        for i in (wave if pending else ()):
             chunks = pop(i, None)
             if chunks is None:
                 continue
@@ -57,19 +59,21 @@ def sweep_rows(nodes: list, seeds: list, waves: list) -> dict:
                     kinds.setdefault(kind_of(node), []).append((node, chunk[0], chunk[1]))
             else:
                 take(nodes[i], gather(chunks), kinds, leaves)
+            if not pending:                                # nothing more in this wave
+                break
         for pack, slots in packs.items():
             settle(pack, slots, kinds, leaves)
         for group in kinds.values():
             for batch in group if group[0].__class__ is Pack else batches(group):
-                passed_on(batch, pending)
+                passed_on(batch, pending, shared, ahead)
     return leaves
 
 
-def file_seeds(seeds: list, pending: dict) -> None:
+def file_seeds(seeds: list, pending: dict, shared, ahead: list) -> None:
     """Seeds ``(key, node, g)`` in ``pending``. Those at ops of one stackable kind go as packs,
-    as a wave's batches would hold them (passed on whole when they all arrive together); one
-    array seeded at every node of a pack is a read-only broadcast of it, not copies. Any other
-    seed is a chunk of its own."""
+    as a wave's batches would hold them (passed on whole when they all arrive together; straight
+    to the first wave when nothing else reaches them); one array seeded at every node of a pack is a
+    read-only broadcast of it, not copies. Any other seed is a chunk of its own."""
     kinds, last, group = {}, None, None
     for key, node, g in seeds:
         kind = kind_of(node)
@@ -87,8 +91,7 @@ def file_seeds(seeds: list, pending: dict) -> None:
             rows = np.broadcast_to(gs[0], (len(gs),) + gs[0].shape) if same else np.array(gs)
             pack = Pack([node for node, _, _ in run], [keys for _, keys, _ in run], rows,
                         list(range(len(run) + 1)), [SEEDED] * len(run), alike=True)
-            for s, node in enumerate(pack.nodes):
-                pending.setdefault(node.index, []).append((pack, s))
+            file_pack(pack, pending, shared, ahead)
 
 
 def take(node, pieces: list, kinds: dict, leaves: dict) -> None:

@@ -70,12 +70,13 @@ def kind_of(node):
     return op.name, node.shape, node.dtype, *[(p.shape, p.dtype, p.requires_grad) for p in parents]
 
 
-def passed_on(batch: Pack, pending: dict) -> None:
+def passed_on(batch: Pack, pending: dict, shared=None, ahead=None) -> None:
     """Each input of the batch's nodes that takes gradient gets its chunk in ``pending``, in the
-    inputs' order: one call for all rows where the rules allow it, else one per row."""
+    inputs' order: one call for all rows where the rules allow it, else one per row. A pack for
+    inputs nothing else reaches goes to ``ahead`` instead (see ``file_pack``)."""
     first = batch.nodes[0]
     if stacks(first) and len(batch.rows) > 1:
-        side_by_side(batch, pending)
+        side_by_side(batch, pending, shared, ahead)
         return
     for s, node in enumerate(batch.nodes):   # one node: kinds that do not stack are single nodes
         keys, rows = batch.keys[s], batch.rows_of(s)
@@ -88,7 +89,7 @@ def passed_on(batch: Pack, pending: dict) -> None:
                 pending.setdefault(parent.index, []).append((keys, rows_out, (-node.index, k)))
 
 
-def side_by_side(batch: Pack, pending: dict) -> None:
+def side_by_side(batch: Pack, pending: dict, shared, ahead) -> None:
     """``passed_on`` with one call per rule: each node's value and inputs repeated for its
     rows, alongside them; what all the batch's nodes share is passed as it is."""
     nodes, first, starts = batch.nodes, batch.nodes[0], batch.starts
@@ -114,13 +115,25 @@ def side_by_side(batch: Pack, pending: dict) -> None:
         if inputs[k] is None:
             pass_shared(batch, counts, contrib, whence, pending.setdefault(parent.index, []))
             continue
-        pack = Pack(inputs[k], batch.keys, contrib, starts, whence)
-        for s, node in enumerate(inputs[k]):
-            chunks = pending.get(node.index)
-            if chunks is None:
-                pending[node.index] = [(pack, s)]
-            else:
-                chunks.append((pack, s))
+        file_pack(Pack(inputs[k], batch.keys, contrib, starts, whence), pending, shared, ahead)
+
+
+def file_pack(pack: Pack, pending: dict, shared, ahead) -> None:
+    """A pack in ``pending``, a slot per node; or whole to ``ahead`` when its nodes are not
+    ``shared`` (the plan's: nothing else reaches them) and each is in it once (a node's pieces
+    may be several items of one batch). Such nodes' one child lies in the wave of the call that
+    made the pack, so they all lie in the next wave and arrive there whole with nothing else."""
+    if shared is not None:
+        indices = [node.index for node in pack.nodes]
+        if shared.isdisjoint(indices) and len(set(indices)) == len(indices):
+            ahead.append(pack)
+            return
+    for s, node in enumerate(pack.nodes):
+        chunks = pending.get(node.index)
+        if chunks is None:
+            pending[node.index] = [(pack, s)]
+        else:
+            chunks.append((pack, s))
 
 
 def pass_shared(batch: Pack, counts: list | None, contrib, whence, chunks: list) -> None:

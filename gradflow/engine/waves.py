@@ -14,6 +14,7 @@ class Plan(NamedTuple):
     waves: list      # the indices of the walk, in waves
     visits: int      # nodes that one sweep per seed, over its ancestors, would visit in all
     held: int        # bytes of rows at most: at every leaf (kept to the end), at the widest op node
+    shared: set      # the nodes more than one edge or seed of the walk reaches; the rest, one
 
 
 def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | None:
@@ -22,10 +23,13 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
     which sources lie below it (each sets one); its wave is one past the latest wave it feeds."""
     # Per node waiting to be reached, [bits, wave] in one list: one lookup where two dicts
     # took two. Popped once reached: only the frontier is kept.
-    state, waves, visits, leaves, widest = {}, [], 0, 0, 0
+    state, waves, visits, leaves, widest, shared = {}, [], 0, 0, 0, set()
     limit = math.inf if limit is None else limit
     for k, node in enumerate(sources):
-        state.setdefault(node.index, [0, 0])[0] |= 1 << k
+        entry = state.setdefault(node.index, [0, 0])
+        if entry[0]:                                # seeded twice
+            shared.add(node.index)
+        entry[0] |= 1 << k
     pop, get = state.pop, state.get
     for i in order:
         mask, wave = pop(i, (0, 0))
@@ -49,11 +53,12 @@ def plan(nodes: list, sources: list, order, limit: int | None = None) -> Plan | 
                 entry = get(parent.index)
                 if entry is None:
                     state[parent.index] = [mask, below]
-                else:
+                else:                               # a source, or reached again
+                    shared.add(parent.index)
                     entry[0] |= mask
                     if entry[1] < below:
                         entry[1] = below
-    return Plan(waves, visits, leaves + widest)
+    return Plan(waves, visits, leaves + widest, shared)
 
 
 def calls(nodes: list, waves: list) -> int:

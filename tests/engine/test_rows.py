@@ -23,10 +23,17 @@ def every_index(tape: Tape) -> list:
 
 
 def assert_rows_match_own_sweeps(tape: Tape, seeds: list, exact: bool = True) -> None:
-    """Each seed's rows at the leaves equal a sweep of its own, bit for bit (or to 1e-12)."""
+    """Each seed's rows at the leaves equal a sweep of its own, bit for bit (or to 1e-12), with
+    packs that nothing else meets passed straight to the next wave and with every pack slot by slot."""
     with quiet():
         walk = plan(tape.nodes, [node for _, node, _ in seeds], every_index(tape))
-        leaves = sweep_rows(tape.nodes, seeds, walk.waves)
+        for shared in (walk.shared, None):
+            leaves = sweep_rows(tape.nodes, seeds, walk.waves, shared)
+            assert_leaves_match_own_sweeps(tape, seeds, leaves, exact)
+
+
+def assert_leaves_match_own_sweeps(tape: Tape, seeds: list, leaves: dict, exact: bool) -> None:
+    with quiet():
         for key, node, g in seeds:
             own = tape.sweep(None, seeds={node: g})
             for leaf in (n for n in tape.nodes if n.op is None and n.requires_grad):
@@ -159,6 +166,18 @@ def test_plan_puts_a_node_past_every_node_it_feeds():
     c = a * b                                      # a feeds c directly and through b
     walk = plan(tape.nodes, [c], every_index(tape))
     assert walk.waves == [[c.index], [b.index], [a.index], [x.index]]
+    assert walk.shared == {a.index}                # b and c reach a
+
+
+def test_plan_counts_a_node_shared_where_more_than_one_edge_or_seed_reaches_it():
+    tape = Tape()
+    x, w = tape.param(np.ones((2, 2))), tape.param(np.ones((2, 2)))
+    tops = [tape.apply("tanh", x @ w), tape.apply("tanh", x * x), tape.apply("exp", w)]
+    walk = plan(tape.nodes, [tops[0], tops[1], tops[1], tops[2], tops[2].parents[0]], every_index(tape))
+    mm, square = tops[0].parents[0], tops[1].parents[0]
+    # tops[1] is seeded twice, x * x reaches x twice, w is seeded and fed by exp(w) and x @ w
+    assert walk.shared == {tops[1].index, x.index, w.index}
+    assert not walk.shared & {tops[0].index, mm.index, square.index, tops[2].index}
 
 
 def test_rows_through_a_concat_of_many_inputs_match_own_sweeps():
