@@ -34,39 +34,46 @@ def sweep_rows(nodes: list, seeds: list, waves: list, shared=None) -> dict:
     (``ahead``, see ``file_pack``); without ``shared`` every pack waits in ``pending``."""
     pending, leaves, ahead = {}, {}, []
     file_seeds(seeds, pending, shared, ahead)
-    pop = pending.pop
     for wave in waves:
-        kinds, packs = {}, {pack: range(len(pack.nodes)) for pack in ahead}
-        ahead = []
-        for i in (wave if pending else ()):
-            chunks = pop(i, None)
-            if chunks is None:
-                continue
-            chunk = chunks[0]
-            if len(chunks) > 1:
-                take(nodes[i], gather(chunks), kinds, leaves)
-            elif len(chunk) == 2:                          # a pack's slot: maybe passed on whole
-                slots = packs.get(chunk[0])
-                if slots is None:
-                    packs[chunk[0]] = [chunk[1]]
-                else:
-                    slots.append(chunk[1])
-            elif chunk[2].__class__ is tuple:              # one chunk from one node: no key twice
-                node = nodes[i]
-                if node.op is None:
-                    take(node, [chunk[:2]], kinds, leaves)
-                else:                                      # take() inlined: this runs per node
-                    kinds.setdefault(kind_of(node), []).append((node, chunk[0], chunk[1]))
-            else:
-                take(nodes[i], gather(chunks), kinds, leaves)
-            if not pending:                                # nothing more in this wave
-                break
-        for pack, slots in packs.items():
-            settle(pack, slots, kinds, leaves)
-        for group in kinds.values():
-            for batch in group if group[0].__class__ is Pack else batches(group):
-                passed_on(batch, pending, shared, ahead)
+        ahead = walk_wave(nodes, wave, pending, ahead, leaves, shared)
     return leaves
+
+
+def walk_wave(nodes: list, wave: list, pending: dict, ahead: list, leaves: dict, shared) -> list:
+    """One wave: what reached its nodes passed on to their inputs; the packs for the next wave.
+    A function of its own so that what reached the wave is let go as it returns, before the next
+    wave's calls take fresh memory (a wave's rows held into the next took fresh pages)."""
+    kinds, packs, pop = {}, {pack: range(len(pack.nodes)) for pack in ahead}, pending.pop
+    ahead = []
+    for i in (wave if pending else ()):
+        chunks = pop(i, None)
+        if chunks is None:
+            continue
+        chunk = chunks[0]
+        if len(chunks) > 1:
+            take(nodes[i], gather(chunks), kinds, leaves)
+        elif len(chunk) == 2:                          # a pack's slot: maybe passed on whole
+            slots = packs.get(chunk[0])
+            if slots is None:
+                packs[chunk[0]] = [chunk[1]]
+            else:
+                slots.append(chunk[1])
+        elif chunk[2].__class__ is tuple:              # one chunk from one node: no key twice
+            node = nodes[i]
+            if node.op is None:
+                take(node, [chunk[:2]], kinds, leaves)
+            else:                                      # take() inlined: this runs per node
+                kinds.setdefault(kind_of(node), []).append((node, chunk[0], chunk[1]))
+        else:
+            take(nodes[i], gather(chunks), kinds, leaves)
+        if not pending:                                # nothing more in this wave
+            break
+    for pack, slots in packs.items():
+        settle(pack, slots, kinds, leaves)
+    for group in kinds.values():
+        for batch in group if group[0].__class__ is Pack else batches(group):
+            passed_on(batch, pending, shared, ahead)
+    return ahead
 
 
 def file_seeds(seeds: list, pending: dict, shared, ahead: list) -> None:
