@@ -19,8 +19,9 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _LAZY = {"load": "gradflow.api", "analyze": "gradflow.api", "check": "gradflow.api",
-         "CheckResult": "gradflow.api", "CheckRun": "gradflow.api", "Report": "gradflow.analysis.report",
-         "Finding": "gradflow.analysis.report", "Model": "gradflow.model.build"}
+         "CheckResult": "gradflow.checkrun", "CheckRun": "gradflow.checkrun",
+         "Report": "gradflow.analysis.report", "Finding": "gradflow.analysis.report",
+         "Model": "gradflow.model.build"}
 
 
 def __getattr__(name: str):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from gradflow import __version__
 from gradflow.analysis.analyze import analyze as _analyze
@@ -62,35 +61,11 @@ def analyze(model: Model, structural: bool = False, counterfactual: bool = True,
                     settings=settings, version=__version__)
 
 
-@dataclass
-class CheckResult:
-    """One checked file: its report, or the ModelError that made it invalid."""
-    path: str
-    report: Report | None = None
-    error: ModelError | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or self.report.failed
-
-
-@dataclass
-class CheckRun:
-    """What `gradflow check` finds for some paths, and the exit code it would give."""
-    results: list = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """0 every file passes, 1 a check failed, 2 a file is invalid or no model was found."""
-        if not self.results or any(r.error is not None for r in self.results):
-            return 2
-        return 1 if any(r.failed for r in self.results) else 0
-
-
 def check(paths, settings=None, dims: dict | None = None, seed: int | None = None,
-          structural: bool = False) -> CheckRun:
+          structural: bool = False):
     """Check model files and directories (every *.yaml/*.yml model in them, recursively) as
-    `gradflow check` does; ``settings`` as for ``analyze``."""
+    `gradflow check` does, into a ``CheckRun``; ``settings`` as for ``analyze``."""
+    from gradflow.checkrun import CheckResult, CheckRun
     from gradflow.cli.discover import model_files   # reads files only: no click, no rich
     items, _ = model_files([paths] if isinstance(paths, (str, os.PathLike)) else paths)
     run = CheckRun()

@@ -65,7 +65,7 @@ class NodeSet:
         return self.flags[index] != 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class LossFlow:
     """The structural facts of one loss."""
     reached: NodeSet

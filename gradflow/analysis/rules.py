@@ -13,7 +13,7 @@ from gradflow.analysis.settings import Settings
 from gradflow.errors import did_you_mean
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Context:
     """What a rule sees, and the findings it makes: one per cause, listing what it affects."""
     report: object

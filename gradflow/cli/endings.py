@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import sys
 import threading
 import time
 
 import click
+
+try:    # the C module behind `signal`, which makes three enum classes at import (half a millisecond)
+    import _signal as signal
+except ImportError:
+    import signal
 
 from gradflow.cli.exits import Exit
 

@@ -19,7 +19,7 @@ from gradflow.cli.exits import Exit
 from gradflow.errors import ModelError, did_you_mean
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Result:
     """One checked file: its report, or the error that made it invalid."""
     path: str

@@ -61,7 +61,7 @@ from gradflow.errors import ShapeError
 REQUIRED = object()  # marks an attribute with no default
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class Op:
     """One entry of the op table: forward, a gradient rule per input, shape rule and attributes."""
     name: str

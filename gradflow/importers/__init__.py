@@ -12,18 +12,19 @@ import re
 
 from gradflow.errors import ModelError
 
-TARGET = re.compile(r"(?P<file>.+\.py):(?P<func>[A-Za-z_][A-Za-z0-9_]*)\Z")
+# Compiled on first use: the path of a YAML model never needs it.
+TARGET = r"(?P<file>.+\.py):(?P<func>[A-Za-z_][A-Za-z0-9_]*)\Z"
 
 
 def is_python_target(path) -> bool:
     """True for ``FILE.py:FUNC`` (and a bare ``FILE.py``, so it gets a helpful error)."""
     text = str(path)
-    return bool(TARGET.match(text)) or text.endswith(".py")
+    return text.endswith(".py") or ".py:" in text and re.match(TARGET, text) is not None
 
 
 def import_python(target: str):
     """Import the training step ``FILE.py:FUNC`` into an ``Imported`` document."""
-    match = TARGET.match(str(target))
+    match = re.match(TARGET, str(target))
     if match is None:
         raise ModelError("a Python model is named FILE.py:FUNC, the function that returns the "
                          "training step (e.g. train.py:gan_step)", str(target), 1, 1)

@@ -20,7 +20,7 @@ OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult:
              ast.FloorDiv: lambda a, b: a // b}
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class DimExpr:
     """A dim written as an expression of other dims."""
     text: str

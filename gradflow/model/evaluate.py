@@ -22,7 +22,7 @@ FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, repr=False)
 class NodeInfo:
     """What the analysis needs to name a tape node: its graph entry, op and place, and the
     top-level graph entry whose evaluation made it (``call``: two calls of one module are

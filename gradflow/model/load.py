@@ -26,12 +26,9 @@ TOP_KEYS = ("gradflow", "name", "description", "seed", "source", "dims", "inputs
 TENSOR_KEYS = {"input": ("shape", "dtype", "init", "value", "source"),
                "param": ("shape", "dtype", "init", "value", "frozen", "source")}
 ENTRY_KEYS = ("expr", "source")
-SOURCE = re.compile(r"(?P<file>.+):(?P<line>[0-9]+):(?P<col>[0-9]+)\Z", re.DOTALL)
+SOURCE = r"(?s)(?P<file>.+):(?P<line>[0-9]+):(?P<col>[0-9]+)\Z"   # compiled on first use
 MODULE_KEYS = ("inputs", "dims", "params", "graph", "output", "outputs", "description")
 CHECK_KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
-# Dotted identifiers; a segment after the first may be an integer (`G.0.weight`, as PyTorch names it).
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*\Z")
-DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED = set(OPS) | set(ALIASES) | {"repeat", "split", "chunk", "True", "False", "None"}
 
 
@@ -78,8 +75,7 @@ class Loader:
         return node.value
 
     def name(self, name: str, at, what: str, scope: dict | None = None) -> str:
-        # An ASCII identifier (most names) is a NAME without asking the expression.
-        if not (name.isascii() and name.isidentifier() or NAME.match(name)) or "__" in name:
+        if not is_name(name) or "__" in name:
             raise self.fail(f"{what} {name!r} is not a valid name (dotted identifiers such as enc.w or "
                             "G.0.weight)", at)
         if name in RESERVED:
@@ -140,7 +136,7 @@ class Loader:
         return out
 
     def dim_name(self, name, at, what):
-        if not DIM_NAME.match(name):
+        if not (name.isascii() and name.isidentifier()):   # letters, digits and _
             raise self.fail(f"{what}: {name!r} is not a valid dim name (letters, digits and _)", at)
         if name in RESERVED:
             raise self.fail(f"{what}: {name!r} is the name of an op; choose another name", at)
@@ -191,7 +187,7 @@ class Loader:
         """``PATH:LINE:COL`` of the code that made something (an imported model's Python line).
         PATH is relative to the model file's folder unless absolute; it is kept as the
         current directory sees it, relative where it is inside it."""
-        match = SOURCE.match(node.value) if isinstance(node.value, str) else None
+        match = re.match(SOURCE, node.value) if isinstance(node.value, str) else None
         if match is None or int(match["line"]) < 1 or int(match["col"]) < 1:
             raise self.fail(f"source must be PATH:LINE:COL (a 1-based line and column), "
                             f"not {kind_of(node.value)}", node)
@@ -204,7 +200,7 @@ class Loader:
         out = []
         for item in items:
             v = item.value
-            if isinstance(v, str) and NAME.match(v):
+            if isinstance(v, str) and is_name(v):
                 out.append(v)
             elif isinstance(v, int) and not isinstance(v, bool) and v >= 1:
                 out.append(v)
@@ -368,6 +364,23 @@ def shown_path(path: str, model_path: str) -> str:
         path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(model_path)), path))
     relative = os.path.relpath(path)
     return path if relative.startswith("..") else relative
+
+
+def is_name(text: str) -> bool:
+    """A name: ASCII identifiers joined by dots, where a segment after the first may be an
+    integer (`G.0.weight`, as PyTorch names it). Read without a pattern, whose compiling
+    would cost every start-up more than all the names of a model take to read."""
+    if not text.isascii():
+        return False
+    if text.isidentifier():   # most names
+        return True
+    first, *rest = text.split(".")
+    if not first.isidentifier():
+        return False
+    for segment in rest:
+        if not (segment.isidentifier() or segment.isdigit()):
+            return False
+    return True
 
 
 def place_of(at) -> Place:

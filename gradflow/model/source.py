@@ -72,7 +72,7 @@ _KINDS = {list: "a sequence", str: "a string", bool: "a boolean", int: "an integ
           float: "a number"}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Node:
     """One YAML node and where it starts (1-based). Aliases share one Node, and nothing
     changes a Node once made (not frozen only because a frozen one is 2.5 times slower to

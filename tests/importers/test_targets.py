@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
 from gradflow.errors import ModelError
-from gradflow.importers import import_python, is_python_target
+from gradflow.importers import TARGET, import_python, is_python_target
 
 STEP = "def step():\n    return {}\n"
 
@@ -23,6 +24,13 @@ def test_import_target_names_a_python_file_and_function():
     assert not is_python_target("models/gan.yaml")
     with pytest.raises(ModelError, match="FILE.py:FUNC"):
         import_python("train.py")
+
+
+@pytest.mark.parametrize("text", ["train.py:step", "a.py:b.py:f", "x.py:", "x.py:1f", "dir/t.py:f\n", ".py:f",
+                                  "m.yaml", "train.py", "py:f", "x.pyc:f", "a.py:f:g", "ünï.py:_"])
+def test_python_target_is_what_the_pattern_says(text):
+    # The ".py:" test before the pattern only spares YAML paths its compiling.
+    assert is_python_target(text) == (re.match(TARGET, text) is not None or text.endswith(".py"))
 
 
 def test_import_without_torch_says_how_to_install_it(no_torch, tmp_path):

@@ -371,7 +371,7 @@ def test_cli_refusal_is_one_located_line_and_exit_2(step_file, source, func, mar
 
 
 def test_import_in_place_ops_get_valid_entry_names(step_file):
-    from gradflow.model.load import NAME
+    from gradflow.model.load import is_name
     path, _ = step_file("""
     class InPlace(nn.Module):
         def __init__(self):
@@ -388,4 +388,4 @@ def test_import_in_place_ops_get_valid_entry_names(step_file):
         return {"module": InPlace(), "inputs": (torch.randn(2, 3),)}
     """)
     names = [t for line in import_python(f"{path}:step").graph for t in line.targets]
-    assert len(names) == 6 and all(NAME.match(n) and "__" not in n for n in names)
+    assert len(names) == 6 and all(is_name(n) and "__" not in n for n in names)

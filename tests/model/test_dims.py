@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import gradflow
@@ -118,3 +120,15 @@ def test_window_temporaries_count_in_the_memory_estimate(write_model):
     values_and_grads = sum(n.size * 8 * (3 if n.requires_grad else 1) for n in model.tape.nodes)
     windows = 56 * 56 * 81 * 8          # every output position reads a 9x9 window
     assert model.memory_estimate() == values_and_grads + windows
+
+
+@pytest.mark.parametrize("name", ["a", "_", "d_model", "X9", "a.b", "9a", "a-b", "é", "ａ", "a b"])
+def test_a_dim_name_is_ascii_letters_digits_and_underscores(write_model, name):
+    path = write_model(f"gradflow: 1\ndims: {{'{name}': 2}}\nparams:\n  w: {{shape: [2]}}\n"
+                       "graph:\n  loss: sum(w)\nlosses: [loss]\n")
+    valid = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None
+    try:
+        gradflow.load(path)
+        assert valid
+    except ModelError as e:
+        assert not valid and "is not a valid dim name" in e.message

@@ -1,0 +1,101 @@
+"""What the commands share: the parsers of their flags, the options every model command
+takes, and the wrapper that turns an invalid model into one located line and exit 2.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+
+from gradflow.cli.exits import Exit
+
+# Patterns used through re.match are compiled on first use, not at every start-up.
+DIM = r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z"
+
+
+def parse_dims(ctx, param, values) -> dict:
+    """--dim NAME=INT, repeatable: ASCII digits only, a positive size (no '²', no 5,000 digits)."""
+    dims = {}
+    for item in values:
+        match = re.match(DIM, item, re.ASCII)
+        if match is None:    # a size below 1 is refused by the model, at the dim it overrides
+            raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
+        dims[match[1]] = int(match[2])
+    return dims
+
+
+def parse_bytes(ctx, param, value):
+    """--max-memory: bytes, or a size such as 512MiB or 2GB; never NaN, infinite or negative."""
+    if value is None:
+        return None
+    from gradflow.analysis.settings import SettingsError, size
+    try:
+        return size(value, "SIZE")
+    except SettingsError as e:
+        raise click.BadParameter(e.message) from None
+
+
+def parse_rule_ids(ctx, param, value) -> str:
+    """--select/--ignore ID,..: known rule ids only (with a did-you-mean)."""
+    from gradflow.analysis.settings import SettingsError, rule_ids
+    try:
+        return ",".join(rule_ids(value, param.name))
+    except SettingsError as e:
+        raise click.BadParameter(e.message) from None
+
+
+def fail_on_model_error(func):
+    """Run a command; an invalid model ends it with one located error line and exit 2."""
+    from functools import wraps
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        from gradflow.cli.endings import Interrupted, stop_closed_stdout, stop_interrupted, stop_unwritable
+        from gradflow.cli.escape import shown
+        from gradflow.errors import ModelError
+        debug = click.get_current_context().find_root().params.get("debug")
+        try:
+            return func(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except (KeyboardInterrupt, Interrupted):
+            stop_interrupted()
+        except BrokenPipeError:
+            stop_closed_stdout()
+        except (ModelError, OSError) as e:   # OSError: reading is checked where it happens, this is writing
+            if debug:
+                import traceback
+                traceback.print_exc()
+            if not isinstance(e, ModelError):
+                stop_unwritable(e)
+            click.echo(shown(e), err=True)
+            sys.exit(Exit.INVALID)
+        except Exception as e:   # a bug in gradflow: say so in one line unless debugging
+            if debug:
+                raise
+            click.echo(shown(f"gradflow: internal error: {type(e).__name__}: {e} (rerun with --debug)"),
+                       err=True)
+            sys.exit(Exit.INVALID)
+    return wrapper
+
+
+common_model_options = [
+    click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
+                 help="Override a dim of the model file."),
+    click.option("--seed", type=click.IntRange(0, 2 ** 63 - 1), default=None,
+                 help="Seed for initial values (default: the file's)."),
+    click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True),
+    click.option("--structural", is_flag=True, help="Shapes and reachability only: no arrays, no numbers."),
+    click.option("--max-memory", callback=parse_bytes, default=None, metavar="SIZE",
+                 help="Refuse numeric runs estimated above SIZE (default 2GiB)."),
+]
+
+
+def with_options(options):
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
