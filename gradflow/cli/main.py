@@ -24,11 +24,12 @@ ELSEWHERE = ("analyze", "why", "graph", "gradcheck", "import", "schema", "ops")
 
 
 class Commands(click.Group):
-    """gradflow's commands: check is defined here, the others are loaded when one of them is
-    named, or when --help lists them all."""
+    """gradflow's commands: check is defined here, the others are loaded when a name other
+    than check is given (one of them, or a typo that click's did-you-mean compares with them
+    all), or when --help lists them all."""
 
     def get_command(self, ctx, name):
-        if name in ELSEWHERE and name not in self.commands:
+        if name not in self.commands:
             from gradflow.cli.commands import COMMANDS
             for command in COMMANDS:
                 self.add_command(command)

@@ -30,3 +30,13 @@ def test_check_alone_never_loads_the_other_commands():
     done = subprocess.run([sys.executable, "-c", code, str(MODELS / "stop_gradient_tape.yaml")],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0 and done.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_a_mistyped_command_is_matched_against_every_command():
+    # In a process of its own: another test may have loaded the commands into this one's group.
+    for typed, meant in (("analyse", "Did you mean 'analyze'?"), ("grph", "Did you mean 'graph'?"),
+                         ("chek", "(Did you mean one of: 'check', 'gradcheck', 'schema'?)")):
+        done = subprocess.run([sys.executable, "-m", "gradflow.cli.main", typed, "x.yaml"],
+                              capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 2
+        assert done.stderr.strip().splitlines()[-1] == f"Error: No such command '{typed}'. {meant}"
