@@ -99,7 +99,9 @@ def end_at_once(code) -> None:
     every module and object one by one: milliseconds, for a process about to end anyway.
     Only when the teardown has nothing else to do: every stream flushed, no atexit function
     (``-j``'s pool registers some, as do coverage tools), no thread but daemons. Otherwise
-    this returns and the usual exit follows, which also reports a flush that fails."""
+    this returns and the usual exit follows, which also reports a flush that fails.
+    No finalizer runs and no file left open is flushed here: code that must do something
+    at exit registers an atexit function, and the usual exit then runs it."""
     code = 0 if code is None else code
     if type(code) is bool or not isinstance(code, int) or not 0 <= code <= 255:
         return   # Python's own exit prints such a code, or makes it 1
