@@ -30,7 +30,7 @@ from gradflow.engine.tensor import NO_ATTRS, Tensor, fit, new_object, unbroadcas
 
 
 REUSE_BYTES = 1 << 18   # from this size a value's buffer is worth reusing (numpy's own bound for temporaries)
-OUT_DTYPES: dict = {}   # (op name, tape dtype, *input dtypes) -> (op, output dtype), as Tape.infer finds them
+OUT_DTYPES: dict = {}   # (op, tape dtype, *input dtypes) -> output dtype, as Tape.infer finds them
 
 
 class Tape:
@@ -140,11 +140,13 @@ class Tape:
             return shape, op.out_dtype([p.dtype for p in parents], self.dtype)
         # The dtype depends on the op, the input dtypes and the tape's alone: worked out once for
         # each such combination, for every tape of the process (a handful of combinations).
-        key = (op.name, self.dtype, *[p.dtype for p in parents])
-        known = OUT_DTYPES.get(key)
-        if known is None or known[0] is not op:
-            known = OUT_DTYPES[key] = (op, op.out_dtype(list(key[2:]), self.dtype))
-        return shape, known[1]
+        # An Op hashes as itself (it has no __eq__), so an op of the same name made elsewhere
+        # (a test's, say) has entries of its own.
+        key = (op, self.dtype, *[p.dtype for p in parents])
+        dtype = OUT_DTYPES.get(key)
+        if dtype is None:
+            dtype = OUT_DTYPES[key] = op.out_dtype(list(key[2:]), self.dtype)
+        return shape, dtype
 
     # -- sweeps --------------------------------------------------------------
     @quietly
