@@ -18,25 +18,25 @@ EXIT_CODES = ("Exit codes: 0 success (warnings allowed unless --strict); 1 a che
               "failed; 2 usage error, invalid model or no model found; 130 interrupted.")
 
 
-# The commands defined in commands.py: CI runs check, and making the others' options (click
-# makes objects and asks gettext for each) cost its every start-up about a millisecond.
-ELSEWHERE = ("analyze", "why", "graph", "gradcheck", "import", "schema", "ops")
-
-
 class Commands(click.Group):
-    """gradflow's commands: check is defined here, the others are loaded when a name other
-    than check is given (one of them, or a typo that click's did-you-mean compares with them
-    all), or when --help lists them all."""
+    """gradflow's commands: check is defined here, the others (commands.py) are added when a
+    name other than check is given (one of them, or a typo that click's did-you-mean compares
+    with them all), or when --help lists them. CI runs check, and making the others' options
+    (click makes objects and asks gettext for each) cost its every start-up a millisecond."""
 
     def get_command(self, ctx, name):
         if name not in self.commands:
-            from gradflow.cli.commands import COMMANDS
-            for command in COMMANDS:
-                self.add_command(command)
+            self.add_the_rest()
         return super().get_command(ctx, name)
 
     def list_commands(self, ctx) -> list:
-        return sorted({*self.commands, *ELSEWHERE})
+        self.add_the_rest()
+        return sorted(self.commands)
+
+    def add_the_rest(self) -> None:
+        from gradflow.cli.commands import COMMANDS
+        for command in COMMANDS:
+            self.add_command(command)
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
