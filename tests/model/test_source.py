@@ -430,6 +430,18 @@ def test_rejoin_calls_in_flow_sequences_and_not_elsewhere():
     assert root.value["c"].value == "f(x"
 
 
+@pytest.mark.parametrize("text", ["a: [f(x, y, z, w]\n", "a: {i: f(x, y, z, w}\n"])
+def test_rejoin_calls_counts_brackets_in_each_piece_once(monkeypatch, text):
+    # Brackets are counted piece by piece, not in the joined text again per piece: a flow
+    # sequence of a million plain items after an open bracket would otherwise be quadratic.
+    counted, unclosed = [], source._unclosed
+    monkeypatch.setattr(source, "_unclosed", lambda text: counted.append(text) or unclosed(text))
+    root = parse_yaml(text, "m.yaml")
+    items = root.value["a"].value
+    assert (items[0] if isinstance(items, list) else items["i"]).value == "f(x, y, z, w"
+    assert sorted(set(counted)) == ["f(x", "w", "y", "z"] and len(counted) <= 5
+
+
 def test_rejoin_calls_leaves_a_real_key_alone():
     root = parse_yaml("a: {x: f(1, b: 2)}\n", "m.yaml")
     assert list(root.value["a"].value) == ["x", "b"]
