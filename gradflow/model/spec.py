@@ -13,11 +13,12 @@ STATUSES = ("flows", "zero", "blocked", "unreachable")
 
 # These records are read, never printed or compared: without eq and repr, each class
 # costs start-up one generated method (compiled at import, about 0.1 ms each) instead of
-# three. Place keeps both: places are compared and shown. The same holds for the other
-# internal records (Node, NodeInfo, Op, DimExpr, LossFlow, Context, the CLI's Result).
+# three. Place keeps both, and a hash as it had when it was frozen: places are compared,
+# shown, and may be kept in sets. The same holds for the other internal records (Node,
+# NodeInfo, Op, DimExpr, LossFlow, Context, the CLI's Result).
 
 
-@dataclass
+@dataclass(unsafe_hash=True)   # not frozen: a frozen dataclass is slower to make, one per line
 class Place:
     """1-based line and column in the model file, or, with ``file``, in another source file
     (the Python code an imported model came from)."""

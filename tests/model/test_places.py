@@ -47,3 +47,10 @@ def test_parse_expression_refusals_point_into_folded_text(graph, line, col, mess
 def test_parse_init_rejoined_call_points_at_its_argument():
     head = "gradflow: 1\nparams:\n  w: {shape: [3], init: normal(0,nope())}\ngraph:\n"
     assert error_place("  loss: sum(w)\n", head) == (3, 34, "init arguments must be numbers or dim names")
+
+
+def test_places_compare_and_hash_by_their_fields():
+    from gradflow.model.spec import Place
+    same, other = Place(3, 7), Place(3, 7, "train.py")
+    assert Place(3, 7) == same and hash(Place(3, 7)) == hash(same)
+    assert same != other and len({Place(3, 7), same, other}) == 2
