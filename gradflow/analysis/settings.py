@@ -50,7 +50,7 @@ class SettingsError(ValueError):
         self.message, self.key, self.index = message, key, index   # index: of an item in a list
 
 
-@dataclass
+@dataclass(unsafe_hash=True)   # hashed as when it was frozen; not frozen: that costs start-up
 class Settings:
     """The settings one model is checked with: every layer merged (see ``settings_for``)."""
     rules: tuple = ()               # ((rule id, on?), ...): the last word of the layers on each rule

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 import gradflow
 from gradflow.analysis import settings as settings_module
 from gradflow.analysis.pyproject import may_hold_tool_gradflow
-from gradflow.analysis.settings import settings_for
+from gradflow.analysis.settings import Settings, settings_for
 from gradflow.cli.main import cli
 from gradflow.errors import ModelError
 
@@ -171,3 +171,9 @@ def test_check_cli_reports_a_pyproject_error_as_one_located_line(tmp_path):
     assert result.exit_code == 2
     assert result.stderr.strip().endswith("pyproject.toml:2:1: error: ignore: unknown rule id 'GF1O2' "
                                           "(did you mean 'GF102'?)")
+
+
+def test_settings_compare_and_hash_by_their_values():
+    strict = Settings(strict=True)
+    assert Settings(strict=True) == strict and hash(Settings(strict=True)) == hash(strict)
+    assert len({Settings(), strict, Settings(strict=True)}) == 2
