@@ -47,7 +47,13 @@ def watchdog(read: int) -> None:
     time.sleep(GRACE)   # normally the process has ended by now
     if not announced:
         click.echo("gradflow: interrupted", err=True)
-    processes = sys.modules.get("multiprocessing")   # loaded only when -j started workers
+    forks = sys.modules.get("gradflow.cli.forks")   # loaded only when -j started workers
+    for pid in list(forks.LIVE) if forks else ():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:   # reaped since
+            pass
+    processes = sys.modules.get("multiprocessing")   # the standard pool's, where there are no forks
     for child in processes.active_children() if processes else ():
         child.terminate()
     os._exit(Exit.INTERRUPTED)

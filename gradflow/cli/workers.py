@@ -1,15 +1,23 @@
 """`check -j N`: one call per file in worker processes, results in the order given.
 
+On Linux the workers are forks of this process (``forks``). Elsewhere they come from the
+standard process pool: fork without exec is unsafe with macOS's system libraries, and
+Windows has none.
+
 Workers ignore Ctrl-C, so one interrupt reaches only the main process, which stops
 them at once (they are terminated, not waited for) and exits 130. A worker that dies
-(killed for memory, say) breaks the whole pool; the files left unfinished are then
-checked again one at a time, each in a process of its own, so only the file that
-kills its process is lost (reported through ``lost(item, error)``).
+(killed for memory, say) takes its unfinished files with it; those are checked again
+one at a time, each in a process of its own, so only the file that kills its process
+is lost (reported through ``lost(item, error)``).
 """
 
 from __future__ import annotations
 
 import signal
+import sys
+
+FORKS = sys.platform.startswith("linux")
+DIED = "the process checking this file died, perhaps killed for memory"
 
 
 class WorkerDied(Exception):
@@ -23,9 +31,37 @@ def ignore_interrupts() -> None:
 def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> list:
     """[func(item, *args) for item in items] on ``jobs`` processes, a few files per task:
     one round trip per file cost more than a small model's whole check."""
-    from concurrent.futures.process import BrokenProcessPool
     chunks = chunked(items, jobs)
-    pool = pool_of(min(jobs, len(chunks)))   # the pool forks all its workers at once, busy or not
+    if not FORKS:
+        return in_pool(func, chunks, min(jobs, len(chunks)), args, lost, progress)
+    from gradflow.cli.forks import Forks
+    with Forks(func, chunks, args, min(jobs, len(chunks))) as forks:
+        for k in progress(range(len(chunks)), "checking"):
+            forks.wait_for(k)
+    results = []
+    for k, chunk in enumerate(chunks):
+        done = forks.results.get(k)
+        if done is None:   # its worker died: again one by one, so only the file that kills one is lost
+            results += [forked_alone(func, item, args, lost) for item in chunk]
+        else:
+            results += [lost(item, done) for item in chunk] if isinstance(done, Exception) else done
+    return results
+
+
+def forked_alone(func, item, args: tuple, lost):
+    from gradflow.cli.forks import Forks
+    with Forks(func, [[item]], args, 1) as forks:
+        forks.wait_for(0)
+    done = forks.results.get(0)
+    if done is None:
+        return lost(item, WorkerDied(DIED))
+    return lost(item, done) if isinstance(done, Exception) else done[0]
+
+
+def in_pool(func, chunks: list, jobs: int, args: tuple, lost, progress) -> list:
+    """``in_parallel`` on the standard process pool."""
+    from concurrent.futures.process import BrokenProcessPool
+    pool = pool_of(jobs)   # the pool starts all its workers at once, busy or not
     try:
         futures = [(chunk, pool.submit(run_chunk, func, chunk, args)) for chunk in chunks]
         results, broken = [], []
@@ -41,8 +77,9 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
         stop(pool)
         raise
     pool.shutdown()
+    items = [item for chunk in chunks for item in chunk]
     for k in broken:   # again, one by one, so only the file that kills a worker is lost
-        results[k] = alone(func, items[k], args, lost)
+        results[k] = pooled_alone(func, items[k], args, lost)
     return results
 
 
@@ -67,13 +104,13 @@ def pool_of(jobs: int):
     return ProcessPoolExecutor(max_workers=jobs, initializer=ignore_interrupts)
 
 
-def alone(func, item, args: tuple, lost):
+def pooled_alone(func, item, args: tuple, lost):
     from concurrent.futures.process import BrokenProcessPool
     pool = pool_of(1)
     try:
         return pool.submit(func, item, *args).result()
     except BrokenProcessPool:
-        return lost(item, WorkerDied("the process checking this file died, perhaps killed for memory"))
+        return lost(item, WorkerDied(DIED))
     except Exception as e:
         return lost(item, e)
     except BaseException:

@@ -92,14 +92,6 @@ def test_check_jobs_chunks_keep_every_file_in_order_and_end_small(count, jobs):
     assert max(map(len, chunks)) <= 8 and len(chunks[-1]) == 1
 
 
-def test_check_jobs_start_no_more_workers_than_there_are_chunks(monkeypatch):
-    from gradflow.cli import workers
-    sizes, real = [], workers.pool_of
-    monkeypatch.setattr(workers, "pool_of", lambda jobs: sizes.append(jobs) or real(jobs))
-    results = workers.in_parallel(abs, [-1, -2], 16, (), None, lambda items, what: items)
-    assert results == [1, 2] and sizes == [2]
-
-
 @pytest.mark.parametrize("fmt", sorted(set(MODULES) - SHOW_COUNTERFACTUALS - {"table"}))
 def test_check_formats_without_counterfactuals_print_the_same_without_them(fmt, capsys):
     """What lets `check` skip the counterfactual passes for these formats."""

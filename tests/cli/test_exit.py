@@ -20,6 +20,9 @@ exit_now, ours = os._exit, os.getpid()   # -j's workers end with os._exit too
 os._exit = lambda code: (os.getpid() == ours and os.write(2, b"at once\\n"), exit_now(code))
 if sys.argv[1] == "usual":
     atexit.register(lambda: os.write(2, b"usual\\n"))
+if sys.argv[1] == "pool":      # -j on the standard process pool, as where fork is not used
+    import gradflow.cli.workers
+    gradflow.cli.workers.FORKS = False
 sys.argv = ["gradflow", *sys.argv[2:]]
 main()
 """
@@ -29,7 +32,8 @@ COMMANDS = [["check", MODELS / "dead_relu.yaml"],                               
             ["check", ROOT / "tests/models/bugs/dqn_target_leak.yaml"],          # a check fails: 1
             ["check", ROOT / "tests/models/invalid"],                            # invalid models: 2
             ["analyze", "--format", "markdown", MODELS / "gan.yaml"],
-            ["--version"], ["check", "--jobs", "0", MODELS]]                     # a usage error: 2
+            ["--version"], ["check", "--jobs", "0", MODELS],                     # a usage error: 2
+            ["check", "-j", "2", MODELS / "dead_relu.yaml", MODELS / "gan.yaml"]]  # forked workers
 
 
 def ended(how: str, args: list) -> subprocess.CompletedProcess:
@@ -44,6 +48,8 @@ def test_a_run_ends_at_once_as_the_usual_exit_would_end_it(args):
     assert at_once.returncode == usual.returncode
 
 
-def test_a_run_with_workers_ends_through_the_usual_exit():
-    done = ended("at once", ["check", "-j", "2", MODELS / "dead_relu.yaml", MODELS / "gan.yaml"])
+def test_a_run_on_the_standard_pool_ends_through_the_usual_exit():
+    """The pool registers an exit handler of its own: it is left to run."""
+    done = ended("pool", ["check", "-j", "2", MODELS / "dead_relu.yaml", MODELS / "gan.yaml"])
     assert done.returncode == 0 and b"at once" not in done.stderr
+    assert done.stdout == ended("usual", ["check", MODELS / "dead_relu.yaml", MODELS / "gan.yaml"]).stdout

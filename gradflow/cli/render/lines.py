@@ -103,8 +103,8 @@ def output(no_color: bool = False, stderr: bool = False):
 
 
 def progress(items, label: str):
-    """Iterate ``items`` (futures are waited for), with a bar on stderr when it is a terminal
-    and there is enough work to be worth one."""
+    """Iterate ``items``, with a bar on stderr when it is a terminal and there is enough work
+    to be worth one: it moves on as the loop takes the next item."""
     items = list(items)
     err = None
     if len(items) >= 5 and not surely_not_a_terminal(sys.stderr):
@@ -113,12 +113,9 @@ def progress(items, label: str):
     if err is None or not err.is_terminal:
         yield from items
         return
-    from concurrent.futures import Future   # here, not at the top: it loads logging and more
     from rich.progress import Progress
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(label, total=len(items))
         for item in items:
-            if isinstance(item, Future):
-                item.result()
             yield item
             bar.advance(task)
