@@ -34,12 +34,17 @@ class Forks:
         sys.stdout.flush()   # what is buffered now would be written again by a worker's stream
         sys.stderr.flush()
         read, write = os.pipe()
-        for _ in range(count):
-            pid, fd = fork(lambda out: serve(func, chunks, args, read, out), [write, *self.ends])
-            self.ends[fd] = [pid, bytearray()]
-            LIVE.add(pid)
-        os.close(read)
         self.tasks = write
+        try:
+            for _ in range(count):
+                pid, fd = fork(lambda out: serve(func, chunks, args, read, out), [write, *self.ends])
+                self.ends[fd] = [pid, bytearray()]
+                LIVE.add(pid)
+        except BaseException:    # no more processes (or Ctrl-C): end the ones started
+            self.__exit__(*sys.exc_info())
+            raise
+        finally:
+            os.close(read)
         self.waiting = b"".join(k.to_bytes(NUMBER, "little") for k in range(len(chunks)))
         os.set_blocking(write, False)   # a long list is written as workers take from it
         self.poll = select.poll()
@@ -105,7 +110,12 @@ def fork(work, closed: list) -> tuple[int, int]:
     """A worker running ``work(fd)`` (fd: its result pipe) and then ending, never returning
     here; ``closed``: this process's file descriptors it must not hold open. (pid, read end)."""
     read, write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(read)
+        os.close(write)
+        raise
     if pid == 0:
         code = 1
         try:
@@ -115,8 +125,10 @@ def fork(work, closed: list) -> tuple[int, int]:
             work(write)
             code = 0
         finally:
-            sys.stderr.flush()   # what --debug printed
-            os._exit(code)
+            try:
+                sys.stderr.flush()   # what --debug printed
+            finally:                 # whatever happens, never back into the caller's code
+                os._exit(code)
     os.close(write)
     return pid, read
 

@@ -35,7 +35,11 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
     if not FORKS:
         return in_pool(func, chunks, min(jobs, len(chunks)), args, lost, progress)
     from gradflow.cli.forks import Forks
-    with Forks(func, chunks, args, min(jobs, len(chunks))) as forks:
+    try:
+        forks = Forks(func, chunks, args, min(jobs, len(chunks)))
+    except OSError:   # the system gives no more processes: this one checks the files
+        return [func(item, *args) for item in progress(items, "checking")]
+    with forks:
         for k in progress(range(len(chunks)), "checking"):
             forks.wait_for(k)
     results = []
@@ -63,7 +67,7 @@ def in_pool(func, chunks: list, jobs: int, args: tuple, lost, progress) -> list:
     from concurrent.futures.process import BrokenProcessPool
     pool = pool_of(jobs)   # the pool starts all its workers at once, busy or not
     try:
-        futures = [(chunk, pool.submit(run_chunk, func, chunk, args)) for chunk in chunks]
+        futures = [(chunk, submitted(pool, func, chunk, args)) for chunk in chunks]
         results, broken = [], []
         for chunk, future in progress(futures, "checking"):
             try:
@@ -81,6 +85,17 @@ def in_pool(func, chunks: list, jobs: int, args: tuple, lost, progress) -> list:
     for k in broken:   # again, one by one, so only the file that kills a worker is lost
         results[k] = pooled_alone(func, items[k], args, lost)
     return results
+
+
+def submitted(pool, func, chunk: list, args: tuple):
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+    try:
+        return pool.submit(run_chunk, func, chunk, args)
+    except BrokenProcessPool as e:   # a worker died while chunks were still being handed out
+        future = Future()
+        future.set_exception(e)
+        return future
 
 
 def chunked(items: list, jobs: int) -> list:

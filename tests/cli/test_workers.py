@@ -67,6 +67,26 @@ def test_a_worker_that_dies_costs_only_the_item_it_died_on(way):
     assert "WorkerDied: the process checking this file died" in str(results[3].error)
 
 
+def test_the_pool_broken_while_chunks_are_handed_out_costs_only_the_dead_item(monkeypatch):
+    monkeypatch.setattr(workers, "FORKS", False)
+    real = workers.pool_of
+
+    def pool_of(jobs):
+        pool, handed = real(jobs), []
+        submit = pool.submit
+
+        def slowly(*args):   # the first chunk's worker dies before the next chunk is handed out
+            handed.append(submit(*args))
+            if len(handed) == 1:
+                time.sleep(0.5)
+            return handed[-1]
+        pool.submit = slowly
+        return pool
+    monkeypatch.setattr(workers, "pool_of", pool_of)
+    results = workers.in_parallel(dies_at_three, [3, 4, 5, 6], 2, (), lost, nothing_shown)
+    assert results[1:] == [-4, -5, -6] and "WorkerDied" in str(results[0].error)
+
+
 def test_results_that_cannot_be_sent_back_are_the_files_errors(way):
     items = list(range(100))
     results = workers.in_parallel(unsendable_at_three, items, 2, (), lost, nothing_shown)
@@ -78,18 +98,42 @@ def test_results_that_cannot_be_sent_back_are_the_files_errors(way):
             assert result == -k
 
 
+def interrupted_after_one(items, label):
+    yield from list(items)[:1]
+    raise KeyboardInterrupt
+
+
 def test_an_interrupt_ends_every_forked_worker_at_once(monkeypatch):
     monkeypatch.setattr(workers, "FORKS", True)
-
-    def interrupted_after_one(items, label):
-        yield from list(items)[:1]
-        raise KeyboardInterrupt
-
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         workers.in_parallel(time.sleep, [0.01] + [30] * 7, 2, (), lost, interrupted_after_one)
     assert time.monotonic() - started < 10   # not after the sleeping workers' 30 s
     assert forks.LIVE == set()
+
+
+def test_workers_that_cannot_start_leave_the_files_to_this_process(monkeypatch):
+    real, calls = os.fork, []
+
+    def fork():
+        calls.append(1)
+        if len(calls) > 1:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real()
+    monkeypatch.setattr(workers, "FORKS", True)
+    monkeypatch.setattr(os, "fork", fork)
+    assert workers.in_parallel(negated, list(range(50)), 2, (), lost, nothing_shown) == [-k for k in range(50)]
+    assert len(calls) == 2 and forks.LIVE == set()
+
+
+def test_forks_leave_no_pipe_open(monkeypatch):
+    monkeypatch.setattr(workers, "FORKS", True)
+    before = sorted(os.listdir("/proc/self/fd"))
+    workers.in_parallel(negated, list(range(50)), 2, (), lost, nothing_shown)
+    workers.in_parallel(dies_at_three, list(range(50)), 2, (), lost, nothing_shown)
+    with pytest.raises(KeyboardInterrupt):
+        workers.in_parallel(negated, list(range(50)), 2, (), lost, interrupted_after_one)
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def test_forks_send_more_chunk_numbers_than_a_pipe_holds():
