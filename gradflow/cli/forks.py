@@ -20,7 +20,7 @@ import signal
 import sys
 
 LIVE: set = set()   # pids of the workers running now, for the Ctrl-C watchdog (endings.py)
-NUMBER = 4          # bytes of a chunk number on the task pipe: every read takes one whole
+NUMBER = 4          # bytes of a chunk number on the task pipe (PIPE_BUF is a multiple of it)
 LENGTH = 8          # bytes of a message's length before its pickle on a result pipe
 
 
@@ -68,8 +68,12 @@ class Forks:
                 self.write_tasks() if fd == self.tasks else self.read(fd)
 
     def write_tasks(self) -> None:
+        # At most PIPE_BUF bytes a write, which the system writes whole or not at all: a
+        # number written in part could be read in part, and every number after it misread.
         try:
-            sent = os.write(self.tasks, self.waiting[:1 << 16])
+            sent = os.write(self.tasks, self.waiting[:select.PIPE_BUF])
+        except BlockingIOError:   # no room for that much yet
+            sent = 0
         except BrokenPipeError:   # no worker is left to read them
             sent = len(self.waiting)
         self.waiting = self.waiting[sent:]

@@ -4,6 +4,7 @@ result in order, lose only a file whose process dies, and end their processes on
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 
@@ -136,13 +137,20 @@ def test_forks_leave_no_pipe_open(monkeypatch):
     assert sorted(os.listdir("/proc/self/fd")) == before
 
 
-def test_forks_send_more_chunk_numbers_than_a_pipe_holds():
-    chunks = [[k] for k in range(20_000)]   # 80 KB of chunk numbers; a pipe holds 64 KB
+def test_forks_send_more_chunk_numbers_than_a_pipe_holds_each_write_whole(monkeypatch):
+    """Workers read numbers from one pipe: a number written in part could be read in part."""
+    chunks, writes, real = [[k] for k in range(20_000)], [], os.write   # 80 KB; a pipe holds 64 KB
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append((fd, len(data), real(fd, data))) or writes[-1][2])
     with forks.Forks(negated, chunks, (), 2) as running:
+        tasks = running.tasks
         for k in range(len(chunks)):
             running.wait_for(k)
     assert [running.results[k] for k in range(len(chunks))] == [[-k] for k in range(20_000)]
     assert forks.LIVE == set()
+    sent = [(size, done) for fd, size, done in writes if fd == tasks]   # this process's writes
+    assert all(done == size <= select.PIPE_BUF for size, done in sent)
+    assert sum(done for _, done in sent) == forks.NUMBER * len(chunks)
+
 
 
 def napped(seconds):
