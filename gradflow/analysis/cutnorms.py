@@ -75,22 +75,27 @@ def together_pays(walk, nodes: int, stops: int, tape_nodes: list) -> bool:
     return 8 * nodes < budget or 8 * calls(tape_nodes, walk.waves) < budget
 
 
-# Bytes of rows (Plan.held) one walk holds, about: stops walked in as few groups as keep under it.
-# 200 stops of 16x16 float64 walked at once took 1.5 MB of fresh pages per analysis (0.9 ms);
-# in three walks mostly none, for a little more in calls (0.15 ms a walk); two still fault.
-GROUP_HELD = 1 << 19
+# Bytes of rows (Plan.held) one walk holds, about: stops walked in as few groups as keep under it,
+# each group's memory reused by the next (200 stops of 16x16 float64 are one group; 1000, three).
+GROUP_HELD = 1 << 21
+# glibc's malloc gives a freed block back to the system once the free memory at the top of its
+# heap passes twice its mmap threshold, which starts at 128 KiB and rises to the size of any larger
+# mapped block freed, up to 32 MiB (mallopt(3)). The walk's rows, freed after every analysis, then
+# came back as fresh pages the next time (1.5 MB for 200 stops, 0.9 ms): one block of a group's
+# size, allocated and freed untouched, raises the threshold first. Elsewhere, one allocation more.
+THRESHOLD_MAX = 1 << 25
 
 
 def walked(model, seeded: list, walk, apart: bool) -> tuple[dict, list | None]:
     """Each seeded stop's cut_norm from its rows at the parameters; the sum of the stops' sweeps,
     or None (``apart``: no stop lies above another).
 
-    The stops are walked in groups, in order, each group's rows taken in before the next walks:
-    rows for all stops at once fill fresh memory (pages the system must hand over and clear,
-    every analysis again) where a group's reuse the last group's."""
+    The stops are walked in groups, in order, each group's rows taken in before the next walks,
+    in memory the allocator keeps (see THRESHOLD_MAX)."""
     nodes, count = model.tape.nodes, len(seeded)
     groups = -(-walk.held // GROUP_HELD)
     size = -(-count // groups) if groups > 1 else count
+    np.empty(min(walk.held // max(groups, 1), THRESHOLD_MAX), dtype=np.uint8)   # and freed at once
     squares = [0.0] * count
     total = [None] * len(nodes) if apart else None
     for first in range(0, count, size):
