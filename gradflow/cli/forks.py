@@ -45,7 +45,7 @@ class Forks:
             raise
         finally:
             os.close(read)
-        self.waiting = b"".join(k.to_bytes(NUMBER, "little") for k in range(len(chunks)))
+        self.waiting = memoryview(b"".join(k.to_bytes(NUMBER, "little") for k in range(len(chunks))))
         os.set_blocking(write, False)   # a long list is written as workers take from it
         self.poll = select.poll()
         for fd in self.ends:
@@ -90,8 +90,10 @@ class Forks:
             return
         buffer = self.ends[fd][1]
         buffer += data
-        while len(buffer) >= LENGTH and len(buffer) >= LENGTH + int.from_bytes(buffer[:LENGTH], "little"):
+        while len(buffer) >= LENGTH:
             size = LENGTH + int.from_bytes(buffer[:LENGTH], "little")
+            if len(buffer) < size:   # the rest of this message is still on its way
+                break
             k, results = pickle.loads(buffer[LENGTH:size])
             self.results[k] = results
             del buffer[:size]
