@@ -18,6 +18,7 @@ import pickle
 import select
 import signal
 import sys
+import warnings
 
 LIVE: set = set()   # pids of the workers running now, for the Ctrl-C watchdog (endings.py)
 NUMBER = 4          # bytes of a chunk number on the task pipe (PIPE_BUF is a multiple of it)
@@ -117,7 +118,11 @@ def fork(work, closed: list) -> tuple[int, int]:
     here; ``closed``: this process's file descriptors it must not hold open. (pid, read end)."""
     read, write = os.pipe()
     try:
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12 and later warn of forking with threads. The one other thread here is
+            # the Ctrl-C watchdog, blocked in a read and holding no lock: the fork is safe.
+            warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+            pid = os.fork()
     except BaseException:
         os.close(read)
         os.close(write)
