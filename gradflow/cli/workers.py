@@ -54,7 +54,11 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
 
 def forked_alone(func, item, args: tuple, lost):
     from gradflow.cli.forks import Forks
-    with Forks(func, [[item]], args, 1) as forks:
+    try:
+        forks = Forks(func, [[item]], args, 1)
+    except OSError as e:   # no process to risk it in: not in this one, which it may kill
+        return lost(item, e)
+    with forks:
         forks.wait_for(0)
     done = forks.results.get(0)
     if done is None:

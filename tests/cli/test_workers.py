@@ -127,6 +127,23 @@ def test_workers_that_cannot_start_leave_the_files_to_this_process(monkeypatch):
     assert len(calls) == 2 and forks.LIVE == set()
 
 
+def test_a_file_whose_worker_died_is_lost_when_no_process_is_left_to_retry_it(monkeypatch):
+    real, calls = os.fork, []
+
+    def fork():
+        calls.append(1)
+        if len(calls) > 2:   # the two workers start; the retries one by one do not
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real()
+    monkeypatch.setattr(workers, "FORKS", True)
+    monkeypatch.setattr(os, "fork", fork)
+    items = list(range(100))
+    results = workers.in_parallel(dies_at_three, items, 2, (), lost, nothing_shown)
+    dead = workers.chunked(items, 2)[0]
+    assert [r for k, r in enumerate(results) if k not in dead] == [-k for k in items if k not in dead]
+    assert all("BlockingIOError" in str(results[k].error) for k in dead) and forks.LIVE == set()
+
+
 def test_forks_leave_no_pipe_open(monkeypatch):
     monkeypatch.setattr(workers, "FORKS", True)
     before = sorted(os.listdir("/proc/self/fd"))
