@@ -87,7 +87,7 @@ def bench_stops(quick: bool) -> None:
         model = gradflow.load(path)
         gradflow.analyze(model)          # forward pass once: both sides time the analysis only
         with_cf, without = interleaved(lambda: gradflow.analyze(model, counterfactual=True),
-                                       lambda: gradflow.analyze(model, counterfactual=False), 3 if quick else 9)
+                                       lambda: gradflow.analyze(model, counterfactual=False), 5 if quick else 31)
         row(f"{branches} stops, counterfactuals vs without", with_cf, without, "<= 1.3x")
 
 
