@@ -83,7 +83,9 @@ GROUP_HELD = 1 << 21
 # mapped block freed, up to 32 MiB (mallopt(3)). The walk's rows, freed after every analysis, then
 # came back as fresh pages the next time (1.5 MB for 200 stops, 0.9 ms): one block of a group's
 # size, allocated and freed untouched, raises the threshold first. Elsewhere, one allocation more.
-THRESHOLD_MAX = 1 << 25
+# At most 31 MiB: a block of 32 MiB asked for is, with its header and page, past the maximum,
+# and leaves the threshold where it was.
+THRESHOLD_MAX = 31 << 20
 
 
 def walked(model, seeded: list, walk, apart: bool) -> tuple[dict, list | None]:
