@@ -33,7 +33,7 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
     one round trip per file cost more than a small model's whole check."""
     chunks = chunked(items, jobs)
     if not FORKS:
-        return in_pool(func, chunks, min(jobs, len(chunks)), args, lost, progress)
+        return in_pool(func, items, chunks, min(jobs, len(chunks)), args, lost, progress)
     from gradflow.cli.forks import Forks
     try:
         forks = Forks(func, chunks, args, min(jobs, len(chunks)))
@@ -44,11 +44,10 @@ def in_parallel(func, items: list, jobs: int, args: tuple, lost, progress) -> li
             forks.wait_for(k)
     results = []
     for k, chunk in enumerate(chunks):
-        done = forks.results.get(k)
-        if done is None:   # its worker died: again one by one, so only the file that kills one is lost
+        if k in forks.results:
+            results += outcome(chunk, forks.results[k], lost)
+        else:   # its worker died: again one by one, so only the file that kills one is lost
             results += [forked_alone(func, item, args, lost) for item in chunk]
-        else:
-            results += [lost(item, done) for item in chunk] if isinstance(done, Exception) else done
     return results
 
 
@@ -60,13 +59,16 @@ def forked_alone(func, item, args: tuple, lost):
         return lost(item, e)
     with forks:
         forks.wait_for(0)
-    done = forks.results.get(0)
-    if done is None:
-        return lost(item, WorkerDied(DIED))
-    return lost(item, done) if isinstance(done, Exception) else done[0]
+    return outcome([item], forks.results.get(0, WorkerDied(DIED)), lost)[0]
 
 
-def in_pool(func, chunks: list, jobs: int, args: tuple, lost, progress) -> list:
+def outcome(chunk: list, done, lost) -> list:
+    """A chunk's results as they came back, or, for each of its items, the error that kept
+    them from coming back."""
+    return [lost(item, done) for item in chunk] if isinstance(done, Exception) else done
+
+
+def in_pool(func, items: list, chunks: list, jobs: int, args: tuple, lost, progress) -> list:
     """``in_parallel`` on the standard process pool."""
     from concurrent.futures.process import BrokenProcessPool
     pool = pool_of(jobs)   # the pool starts all its workers at once, busy or not
@@ -80,12 +82,11 @@ def in_pool(func, chunks: list, jobs: int, args: tuple, lost, progress) -> list:
                 broken += range(len(results), len(results) + len(chunk))
                 results += [None] * len(chunk)
             except Exception as e:   # the results could not come back
-                results += [lost(item, e) for item in chunk]
+                results += outcome(chunk, e, lost)
     except BaseException:
         stop(pool)
         raise
     pool.shutdown()
-    items = [item for chunk in chunks for item in chunk]
     for k in broken:   # again, one by one, so only the file that kills a worker is lost
         results[k] = pooled_alone(func, items[k], args, lost)
     return results
