@@ -4,6 +4,7 @@ result in order, lose only a file whose process dies, and end their processes on
 from __future__ import annotations
 
 import os
+import pickle
 import select
 import signal
 import time
@@ -92,11 +93,35 @@ def test_results_that_cannot_be_sent_back_are_the_files_errors(way):
     items = list(range(100))
     results = workers.in_parallel(unsendable_at_three, items, 2, (), lost, nothing_shown)
     chunk = next(c for c in workers.chunked(items, 2) if 3 in c)   # its whole chunk: sent as one
+    try:
+        pickle.dumps(lambda: 3)
+    except Exception as e:   # what this Python raises for it, named in the files' errors
+        raised = type(e).__name__
     for k, result in enumerate(results):
         if k in chunk:
-            assert "internal error:" in str(result.error) and "pickle" in str(result.error)
+            assert f"internal error: {raised}: " in str(result.error) and "pickle" in str(result.error)
         else:
             assert result == -k
+
+
+class Unsendable:
+    """A result whose pickling fails with an error that cannot be pickled either."""
+
+    def __reduce__(self):
+        class Local(Exception):
+            pass
+        raise Local("no way back")
+
+
+def unsendable_error_at_three(item):
+    return Unsendable() if item == 3 else -item
+
+
+def test_an_error_that_cannot_be_sent_back_either_is_named_in_the_files_errors(monkeypatch):
+    monkeypatch.setattr(workers, "FORKS", True)
+    results = workers.in_parallel(unsendable_error_at_three, list(range(8)), 2, (), lost, nothing_shown)
+    assert "internal error: RuntimeError: Local: no way back" in str(results[3].error)
+    assert [r for k, r in enumerate(results) if k != 3] == [-k for k in range(8) if k != 3]
 
 
 def interrupted_after_one(items, label):
