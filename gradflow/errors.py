@@ -34,3 +34,12 @@ def did_you_mean(word: str, candidates) -> str:
     import difflib   # here: only a bad input needs it, and it takes a millisecond to load
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def static_text(value) -> str:
+    """A constant as a message names it: what the user wrote is a list, not a Python tuple."""
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, (tuple, list)):
+        return "a list"
+    return repr(value)

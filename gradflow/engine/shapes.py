@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from gradflow.errors import ShapeError
+from gradflow.errors import ShapeError, static_text
 
 
 def fmt(shape) -> str:
@@ -30,7 +30,7 @@ def scalar_attrs_shape(*names):
         for name in names:
             value = attrs.get(name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ShapeError(f"{name} must be a number, not {value!r}")
+                raise ShapeError(f"{name} must be a number, not {static_text(value)}")
         return x
     return rule
 

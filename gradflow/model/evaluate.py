@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gradflow.engine import ALIASES, OPS, Tensor
 from gradflow.engine.ops import REQUIRED
-from gradflow.errors import ModelError, ShapeError, did_you_mean
+from gradflow.errors import ModelError, ShapeError, did_you_mean, static_text
 from gradflow.model.expr import BINARY, COMPARE, dotted_name
 
 PIECES = ("split", "chunk")   # multi-output calls: not ops (an op has one output)
@@ -354,13 +354,3 @@ UNBOUND = frozenset(op.name for op in OPS.values() if not op.variadic and not op
 
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-
-
-def static_text(value) -> str:
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, tuple):
-        return "a list"
-    return repr(value)
