@@ -230,6 +230,15 @@ def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_wo
     assert wide.count("parameter    shape") < out.count("parameter    shape")
 
 
+def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_or_shape():
+    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "actor_critic.yaml")], env={"COLUMNS": "40", **TERMINAL}).output
+    assert all(len(line) <= 40 for line in out.splitlines())
+    assert "…" not in out
+    for name, shape in (("critic.w1", "[8, 64]"), ("critic.w2", "[64, 1]"), ("actor.w", "[8, 4]")):
+        assert out.count(f"{name}    ") == 2 and out.count(f"   {shape}   ") == 2, name
+    assert out.count("(intended)") == 5      # each on the line below its "blocked [1]" or "unreachable"
+
+
 @pytest.mark.parametrize("columns", ["40", "80", "200"])
 def test_analyze_in_a_pipe_is_one_table_of_whole_lines_without_trailing_blanks(columns):
     out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")], env={"COLUMNS": columns}).output

@@ -126,8 +126,8 @@ def table(report, losses: list, body: list) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     t.add_column("parameter", no_wrap=True)
     t.add_column("shape", no_wrap=True)
-    for loss in losses:
-        t.add_column(shown(loss.name), no_wrap=True)
+    for loss in losses:   # too narrow even for one loss beside the names: its cells wrap, names stay whole
+        t.add_column(shown(loss.name), overflow="fold")
     index = [report.losses.index(l) for l in losses]
     if report.model["mode"] == "numeric":
         t.add_row(Text("loss value", style="dim"), "", *(Text(number(l.value), style="dim") for l in losses),
