@@ -239,6 +239,29 @@ def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_
     assert out.count("(intended)") == 5      # each on the line below its "blocked [1]" or "unreachable"
 
 
+@pytest.mark.parametrize("columns, shown", [("200", ["entries", "tape", "numeric"]), ("60", ["entries"]), ("40", [])])
+def test_gradcheck_in_a_narrow_terminal_leaves_columns_out_and_cuts_no_number(columns, shown):
+    out = CliRunner().invoke(cli, ["gradcheck", str(MODELS / "gan.yaml")], env={"COLUMNS": columns, **TERMINAL}).output
+    assert all(len(line) <= int(columns) for line in out.splitlines())
+    assert "…" not in out
+    header = " ".join(line for line in out.split("─")[0].splitlines())
+    assert [c for c in ("entries", "tape", "numeric") if c in header] == shown
+    assert "max" in header and "|error|" in header and "result" in header
+    rows = [line.split() for line in out.splitlines() if line.startswith(("d_loss ", "g_loss "))]
+    assert f"{len(rows)} pairs compared: ok" in out and len(rows) > 5
+    for row in rows:                  # every number whole: each parses, and the error is tiny
+        assert float(row[3 if "entries" in shown else 2]) < 1e-6 and row[-1] == "ok"
+        assert all(float(cell) for cell in row[2:-1])
+
+
+def test_gradcheck_name_wider_than_the_terminal_stays_whole(write_model):
+    long = "encoder.layers.3.attention.query_projection.weight"
+    path = write_model(f"gradflow: 1\nparams:\n  {long}: {{shape: [3]}}\ngraph:\n  loss: sum(tanh({long}))\n"
+                       "losses: [loss]\n")
+    out = CliRunner().invoke(cli, ["gradcheck", path], env={"COLUMNS": "40", **TERMINAL}).output
+    assert f"loss   {long}   " in out and "…" not in out
+
+
 @pytest.mark.parametrize("columns", ["40", "80", "200"])
 def test_analyze_in_a_pipe_is_one_table_of_whole_lines_without_trailing_blanks(columns):
     out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")], env={"COLUMNS": columns}).output

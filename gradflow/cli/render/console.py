@@ -74,11 +74,18 @@ def environ() -> dict:
     return env
 
 
-def emit(out: Console, renderable) -> None:
-    """Print a table: on a terminal as rich draws it; into a pipe at its natural width,
-    never wrapped, without the blanks rich pads the last column with."""
+def emit(out: Console, renderable, whole: int | None = None) -> None:
+    """Print a table: on a terminal as rich draws it, or at ``whole`` columns when it is wider
+    (the width at which no cell is cut: the terminal shows the rest on the next row); into a
+    pipe at its natural width, never wrapped, without the blanks rich pads the last column with."""
     if out.is_terminal:
-        out.print(renderable)
+        width = out.width
+        if whole is not None and whole > width:
+            out.width = whole          # print() takes no width past the console's
+        try:
+            out.print(renderable, crop=False)
+        finally:
+            out.width = width
         return
     with out.capture() as captured:
         out.print(renderable)

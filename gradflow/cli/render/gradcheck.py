@@ -3,30 +3,57 @@
 from __future__ import annotations
 
 from rich import box
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from gradflow.cli.render.console import console, emit
 
 
+COLUMNS = ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result")
+# On a terminal too narrow for every column, these go first: the two values whose gap the
+# error column already gives, then the count. Numbers are never cut to "1.6e…".
+LEFT_OUT = (("tape", "numeric"), ("entries",))
+
+
 def render(checks, no_color: bool) -> None:
     out = console(no_color)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for column in ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result"):
-        t.add_column(column, no_wrap=column in ("loss", "parameter"),   # names stay whole
-                     justify="right" if column in ("entries",) else "left")
-    for c in checks:
-        if c.skipped:
-            t.add_row(c.loss, c.param, "0", "-", "-", "-", Text(f"skipped: {c.skipped.split()[0]}", style="dim"))
-            continue
-        verdict = Text("ok", style="green") if c.ok else Text(f"FAIL at {list(c.worst)}", style="bold red")
-        t.add_row(c.loss, c.param, str(c.entries), f"{c.max_abs_error:.2g}", f"{c.tape:.4g}",
-                  f"{c.numeric:.4g}", verdict)
-    emit(out, t)
+    rows = [cells(c) for c in checks]
+    t = table(COLUMNS, rows)
+    for names in LEFT_OUT if out.is_terminal else ():
+        if widths(out, t).maximum <= out.width:
+            break
+        t = table([c.header for c in t.columns if c.header not in names], rows)
+    emit(out, t, widths(out, t).minimum)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
         out.print(f"skipped: {reason}", style="dim")
     out.print(summary(checks), style="green" if passed(checks) else "bold red")
+
+
+def table(columns, rows: list) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for column in columns:
+        # Names stay whole; the other cells wrap between words only ("max" over "|error|").
+        t.add_column(column, no_wrap=column in ("loss", "parameter"), justify="right" if column == "entries" else "left")
+    for row in rows:
+        t.add_row(*(row[COLUMNS.index(column)] for column in columns))
+    return t
+
+
+def cells(c) -> tuple:
+    """One check's cells, in COLUMNS order."""
+    if c.skipped:
+        return c.loss, c.param, "0", "-", "-", "-", Text(f"skipped: {c.skipped.split()[0]}", style="dim")
+    verdict = Text("ok", style="green") if c.ok else Text(f"FAIL at {list(c.worst)}", style="bold red")
+    return (c.loss, c.param, str(c.entries), f"{c.max_abs_error:.2g}", f"{c.tape:.4g}",
+            f"{c.numeric:.4g}", verdict)
+
+
+def widths(out, t: Table) -> Measurement:
+    """The table's width with nothing wrapped (maximum), and with every cell wrapped between
+    words but none cut (minimum), as rich measures it."""
+    return Measurement.get(out, out.options.update_width(10 ** 4), t)
 
 
 def passed(checks) -> bool:
