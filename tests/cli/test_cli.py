@@ -254,6 +254,26 @@ def test_gradcheck_in_a_narrow_terminal_leaves_columns_out_and_cuts_no_number(co
         assert all(float(cell) for cell in row[2:-1])
 
 
+def test_gradcheck_too_narrow_for_a_skip_reason_leaves_it_to_the_line_below():
+    path = str(MODELS / "dann_grad_reverse.yaml")
+    out = CliRunner().invoke(cli, ["gradcheck", path], env={"COLUMNS": "40", **TERMINAL}).output
+    assert all(len(line) <= 40 for line in out.splitlines()) and "…" not in out
+    assert "loss   features.w      -         skipped\n" in out
+    assert "skipped: grad_reverse on the way" in out
+    wide = CliRunner().invoke(cli, ["gradcheck", path], env={"COLUMNS": "60", **TERMINAL}).output
+    assert "skipped: grad_reverse\n" in wide
+
+
+def test_gradcheck_wider_than_the_terminal_pads_no_line_past_its_text():
+    # policy_loss, parameter, max |error| and result need 42 columns: the terminal wraps the
+    # header, but no row, whose text ends by column 38.
+    out = CliRunner().invoke(cli, ["gradcheck", str(MODELS / "actor_critic.yaml")],
+                             env={"COLUMNS": "40", **TERMINAL}).output
+    rows = [line for line in out.splitlines() if line.startswith(("policy_loss ", "critic_loss "))]
+    assert len(rows) == 5 and all(len(row) <= 40 and row == row.rstrip() for row in rows)
+    assert "loss          parameter   |error|   result\n" in out and "…" not in out
+
+
 def test_gradcheck_name_wider_than_the_terminal_stays_whole(write_model):
     long = "encoder.layers.3.attention.query_projection.weight"
     path = write_model(f"gradflow: 1\nparams:\n  {long}: {{shape: [3]}}\ngraph:\n  loss: sum(tanh({long}))\n"

@@ -74,22 +74,28 @@ def environ() -> dict:
     return env
 
 
+# Blanks at the end of a line, among any colour codes that close it (kept).
+TRAILING_BLANKS = re.compile(r"(?: |\x1b\[[0-9;]*m)+$")
+
+
 def emit(out: Console, renderable, whole: int | None = None) -> None:
-    """Print a table: on a terminal as rich draws it, or at ``whole`` columns when it is wider
-    (the width at which no cell is cut: the terminal shows the rest on the next row); into a
-    pipe at its natural width, never wrapped, without the blanks rich pads the last column with."""
-    if out.is_terminal:
-        width = out.width
-        if whole is not None and whole > width:
-            out.width = whole          # print() takes no width past the console's
-        try:
-            out.print(renderable, crop=False)
-        finally:
-            out.width = width
-        return
-    with out.capture() as captured:
+    """Print a table: on a terminal as rich draws it. Wider than the terminal even with its cells
+    wrapped (``whole``: the width at which none is cut), at that width, and into a pipe at its
+    natural width, never wrapped: both without the blanks rich pads the last column with, so
+    a terminal wraps only the lines that do not fit."""
+    wider = out.is_terminal and whole is not None and whole > out.width and not out.legacy_windows
+    if out.is_terminal and not wider:
         out.print(renderable)
-    text = "\n".join(line.rstrip() for line in captured.get().splitlines())
+        return
+    width = out.width
+    out.width = whole if wider else width      # print() takes no width past the console's
+    try:
+        with out.capture() as captured:
+            out.print(renderable)
+    finally:
+        out.width = width
+    text = "\n".join(TRAILING_BLANKS.sub(lambda end: end.group().replace(" ", ""), line)
+                     for line in captured.get().splitlines())
     out.file.write(text + "\n")
 
 

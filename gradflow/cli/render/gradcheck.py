@@ -12,18 +12,23 @@ from gradflow.cli.render.console import console, emit
 
 COLUMNS = ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result")
 # On a terminal too narrow for every column, these go first: the two values whose gap the
-# error column already gives, then the count. Numbers are never cut to "1.6e…".
+# error column already gives, then the count; then a skipped pair's cell leaves its reason to
+# the lines below the table. Numbers are never cut to "1.6e…".
 LEFT_OUT = (("tape", "numeric"), ("entries",))
 
 
 def render(checks, no_color: bool) -> None:
     out = console(no_color)
-    rows = [cells(c) for c in checks]
-    t = table(COLUMNS, rows)
-    for names in LEFT_OUT if out.is_terminal else ():
-        if widths(out, t).maximum <= out.width:
-            break
-        t = table([c.header for c in t.columns if c.header not in names], rows)
+    columns, rows = list(COLUMNS), [cells(c) for c in checks]
+    if out.is_terminal:
+        for names in LEFT_OUT:
+            if widths(out, table(columns, rows)).maximum <= out.width:
+                break
+            columns = [c for c in columns if c not in names]
+        else:
+            if widths(out, table(columns, rows)).maximum > out.width:
+                rows = [cells(c, why=False) for c in checks]   # the reasons follow the table
+    t = table(columns, rows)
     emit(out, t, widths(out, t).minimum)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
@@ -35,16 +40,18 @@ def table(columns, rows: list) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in columns:
         # Names stay whole; the other cells wrap between words only ("max" over "|error|").
-        t.add_column(column, no_wrap=column in ("loss", "parameter"), justify="right" if column == "entries" else "left")
+        t.add_column(column, no_wrap=column in ("loss", "parameter"), overflow="fold",
+                     justify="right" if column == "entries" else "left")
     for row in rows:
         t.add_row(*(row[COLUMNS.index(column)] for column in columns))
     return t
 
 
-def cells(c) -> tuple:
-    """One check's cells, in COLUMNS order."""
+def cells(c, why: bool = True) -> tuple:
+    """One check's cells, in COLUMNS order; a skipped pair's with the first word of why."""
     if c.skipped:
-        return c.loss, c.param, "0", "-", "-", "-", Text(f"skipped: {c.skipped.split()[0]}", style="dim")
+        text = f"skipped: {c.skipped.split()[0]}" if why else "skipped"
+        return c.loss, c.param, "0", "-", "-", "-", Text(text, style="dim")
     verdict = Text("ok", style="green") if c.ok else Text(f"FAIL at {list(c.worst)}", style="bold red")
     return (c.loss, c.param, str(c.entries), f"{c.max_abs_error:.2g}", f"{c.tape:.4g}",
             f"{c.numeric:.4g}", verdict)
