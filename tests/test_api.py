@@ -19,6 +19,16 @@ def test_api_load_and_analyze_tape_example():
     assert report.to_dict()["params"][1]["grads"]["z"]["cut_by"][0]["op"] == "stop_gradient"
 
 
+def test_model_and_report_show_as_one_line_in_a_notebook():
+    model = gradflow.load(MODELS / "gan.yaml")
+    shown = repr(model)
+    assert shown.startswith("<Model 'gan' from ") and shown.endswith("gan.yaml: 6 parameters (176 values), "
+                                                                    "37 nodes, losses d_loss, g_loss>")
+    report = gradflow.analyze(model, structural=True)
+    assert repr(report) == "<Report of 'gan' (structural): 6 parameters, 2 losses, 0 errors, 0 warnings>"
+    assert "\n" not in shown and "object at 0x" not in shown
+
+
 def test_api_structural_mode_has_statuses_and_no_numbers():
     report = gradflow.analyze(gradflow.load(MODELS / "stop_gradient_tape.yaml"), structural=True)
     assert report.status("x", "z") == "flows"

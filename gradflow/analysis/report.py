@@ -132,7 +132,7 @@ class Finding:
         return dict(self.__dict__)
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
     """Everything gradflow found out about one model."""
     model: dict                     # name, path, mode, seed, dims, nodes, params, param_count
@@ -143,6 +143,11 @@ class Report:
     grads: dict = field(default_factory=dict)      # (loss, param) -> array, for flows/zero pairs
     version: str = ""
     settings: object = None                        # rules.Settings the findings were made with
+
+    def __repr__(self) -> str:
+        """One line, as a notebook shows it: not every pair and gradient."""
+        return (f"<Report of {self.model['name']!r} ({self.model['mode']}): {len(self.params)} parameters, "
+                f"{len(self.losses)} losses, {self.errors} errors, {self.warnings} warnings>")
 
     @cached_property
     def by_name(self) -> dict:

@@ -25,7 +25,7 @@ MAX_ELEMENTS = 10 ** 14      # per tensor: beyond any real model, and beyond wha
 MAX_NODES = 1_000_000        # per model, after expanding modules and repeat
 
 
-@dataclass
+@dataclass(repr=False)
 class Model:
     """A built model: the spec, its lazy tape and the named tensors on it."""
     spec: ModelSpec
@@ -43,6 +43,12 @@ class Model:
     weights: dict = field(default_factory=dict)      # leaf name -> array loaded from --weights
     warnings: list = field(default_factory=list)
     materialized: bool = False
+
+    def __repr__(self) -> str:
+        """One line, as a notebook shows it: not every tensor of the tape."""
+        losses = ", ".join(self.losses)
+        return (f"<Model {self.name!r} from {self.path}: {len(self.params)} parameters "
+                f"({self.param_count:,} values), {len(self.tape.nodes)} nodes, losses {losses}>")
 
     @property
     def path(self) -> str:
