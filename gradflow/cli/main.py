@@ -88,18 +88,26 @@ def main() -> None:
 
 
 def run_command() -> None:
-    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_interrupted, stop_unwritable
+    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_closed_stdout, stop_interrupted, stop_unwritable
     catch_interrupts()
     if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
         # A name the output's encoding cannot spell (an ASCII-only locale, PYTHONIOENCODING)
         # is written escaped, as stderr writes it, rather than ending the command.
         sys.stdout.reconfigure(errors="backslashreplace")
+    stdout = sys.stdout
     try:
         cli(prog_name="gradflow")
     except Interrupted:   # before or after a command ran (inside one, its wrapper says it)
         stop_interrupted()
     except OSError as e:   # click's own output (--help, --version) could not be written
         stop_unwritable(e)
+    except SystemExit as done:
+        # click ends with 1 when the reader of its own output (--help, --version) has gone,
+        # after swapping stdout for a wrapper that keeps the final flush quiet; every command
+        # ends with 141 then.
+        if done.code == 1 and sys.stdout is not stdout:
+            stop_closed_stdout()
+        raise
 
 
 if __name__ == "__main__":

@@ -134,7 +134,8 @@ COMMANDS = [["check", MODELS, "--format", fmt] for fmt in ("text", "json", "juni
     ["gradcheck", MODELS / "stop_gradient_tape.yaml"], ["ops"], ["schema"]]
 
 
-@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(str(x).rsplit("/", 1)[-1] for x in a))
+@pytest.mark.parametrize("args", COMMANDS + [["--help"], ["--version"], ["check", "--help"]],
+                         ids=lambda a: " ".join(str(x).rsplit("/", 1)[-1] for x in a))
 def test_closed_stdout_ends_quietly(args):
     read, write = os.pipe()
     os.close(read)   # the reader is gone before the first byte is written
