@@ -88,7 +88,8 @@ def main() -> None:
 
 
 def run_command() -> None:
-    from gradflow.cli.endings import Interrupted, catch_interrupts, stop_closed_stdout, stop_interrupted, stop_unwritable
+    from gradflow.cli.endings import (Interrupted, catch_interrupts, stop_closed_stdout, stop_interrupted,
+                                      stop_unwritable)
     catch_interrupts()
     if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
         # A name the output's encoding cannot spell (an ASCII-only locale, PYTHONIOENCODING)

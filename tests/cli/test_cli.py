@@ -231,7 +231,8 @@ def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_wo
 
 
 def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_or_shape():
-    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "actor_critic.yaml")], env={"COLUMNS": "40", **TERMINAL}).output
+    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "actor_critic.yaml")],
+                             env={"COLUMNS": "40", **TERMINAL}).output
     assert all(len(line) <= 40 for line in out.splitlines())
     assert "…" not in out
     for name, shape in (("critic.w1", "[8, 64]"), ("critic.w2", "[64, 1]"), ("actor.w", "[8, 4]")):

@@ -126,7 +126,7 @@ def table(report, losses: list, body: list) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     t.add_column("parameter", no_wrap=True)
     t.add_column("shape", no_wrap=True)
-    for loss in losses:   # too narrow even for one loss beside the names: its cells wrap, names stay whole
+    for loss in losses:   # a terminal too narrow for one loss: its cells wrap, names stay whole
         t.add_column(shown(loss.name), overflow="fold")
     index = [report.losses.index(l) for l in losses]
     if report.model["mode"] == "numeric":
