@@ -55,9 +55,15 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
         per_loss[loss_name] = (flow, norms)
     params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n], n in model.frozen)
               for n, t in model.params.items()]
+    # Losses left out of the report (--loss) still count: a stop that cuts a parameter from one
+    # is not redundant (GF106), a parameter one trains is not left without gradient (GF102).
+    left_out = [graph.flow(loss) for loss in model.left_out.values()]
+    cutting = {cut for flow in left_out for cut, names in flow.behind.items() if names}
+    trained = {name for flow in left_out for name, t in model.params.items() if t.index in flow.open}
     report = Report(model_info(model, structural), loss_reports(model, structural), params,
-                    stop_reports(graph, per_loss), grads=grads_kept, version=version, settings=settings)
-    report.findings = evaluate(report, model, settings)
+                    stop_reports(graph, per_loss, cutting), grads=grads_kept, version=version,
+                    settings=settings)
+    report.findings = evaluate(report, model, settings, trained)
     return report
 
 
@@ -114,7 +120,8 @@ def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:
         pair.dies_at = dies_at(graph, every.get(), t, flow.open)
 
 
-def stop_reports(graph, stop_cuts: dict) -> list:
+def stop_reports(graph, stop_cuts: dict, elsewhere=frozenset()) -> list:
+    """A report per cut; ``elsewhere``: the cuts that cut a parameter from a loss left out."""
     cuts = {c.index: c for c in graph.all_cuts()}
     for flow, _ in stop_cuts.values():
         cuts.update({c.index: c for c in flow.behind})
@@ -127,7 +134,8 @@ def stop_reports(graph, stop_cuts: dict) -> list:
             partial = [n for n in names if graph.params[n].index in flow.open]
             norm = None if norms is None or cut.kind != "explicit" else norms.get(index, 0.0)
             per_loss[loss_name] = {"blocks": blocks, "partial": partial, "cut_norm": norm}
-        redundant = cut.kind == "explicit" and not any(v["blocks"] or v["partial"] for v in per_loss.values())
+        redundant = cut.kind == "explicit" and cut not in elsewhere and not any(
+            v["blocks"] or v["partial"] for v in per_loss.values())
         reports.append(StopReport(cut, per_loss, redundant))
     return reports
 

@@ -19,6 +19,7 @@ class Context:
     report: object
     model: object
     settings: Settings
+    trained_elsewhere: frozenset = frozenset()   # parameters a loss left out (--loss) sends gradient into
     found: list = field(default_factory=list)
     groups: dict = field(default_factory=dict)   # (rule, cause key) -> [names, place, message, where]
 
@@ -203,7 +204,8 @@ def check_params(ctx: Context) -> None:
     for p in report.params:
         place = model.sources[p.name]
         # A zero gradient still arrives along a path: that is GF107's warning, not this error.
-        if p.name in train and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values()):
+        if p.name in train and p.name not in ctx.trained_elsewhere and all(
+                pair.status in ("blocked", "unreachable") for pair in p.grads.values()):
             key = tuple((loss, cause(pair)) for loss, pair in p.grads.items())
             reasons = "; ".join(f"from {loss}, {why(pair, path)}" for loss, pair in p.grads.items())
             first = next(iter(p.grads))
@@ -269,9 +271,10 @@ def check_losses_and_stops(ctx: Context) -> None:
 CHECKS = (check_expect, check_wrt, check_params, check_wired, check_losses_and_stops)
 
 
-def evaluate(report, model, settings: Settings) -> list:
-    """All findings for one analysed model, sorted by place."""
-    ctx = Context(report, model, settings)
+def evaluate(report, model, settings: Settings, trained_elsewhere=frozenset()) -> list:
+    """All findings for one analysed model, sorted by place. ``trained_elsewhere``: the parameters
+    that losses left out of the report send gradient into (no GF102 for them)."""
+    ctx = Context(report, model, settings, frozenset(trained_elsewhere))
     for check in CHECKS:
         check(ctx)
     return sorted(ctx.found, key=lambda f: (f.file, f.line, f.col, f.rule))

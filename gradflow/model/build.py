@@ -43,6 +43,7 @@ class Model:
     weights: dict = field(default_factory=dict)      # leaf name -> array loaded from --weights
     warnings: list = field(default_factory=list)
     materialized: bool = False
+    left_out: dict = field(default_factory=dict)     # loss name -> Tensor, the losses keep_losses dropped
 
     def __repr__(self) -> str:
         """One line, as a notebook shows it: not every tensor of the tape."""
@@ -81,6 +82,7 @@ class Model:
             if name not in self.losses:
                 raise ModelError(f"--loss {name}: the model has no loss {name!r} "
                                  f"(it has {', '.join(self.losses)})", self.path, 1, 1)
+        self.left_out.update({name: t for name, t in self.losses.items() if name not in names})
         self.losses = {name: self.losses[name] for name in names}
         self.spec.losses = {name: self.spec.losses[name] for name in names}
         self.spec.expect = {k: v for k, v in self.spec.expect.items() if k in names}

@@ -131,6 +131,27 @@ def test_nested_stop_is_redundant(write_model):
     assert [f.rule for f in report.findings] == ["GF106"]
 
 
+def test_a_stop_that_cuts_only_from_a_loss_left_out_is_not_redundant(write_model):
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3], init: normal}
+          v: {shape: [3], init: normal}
+        graph:
+          inner: stop_gradient(w)
+          cut: sum(stop_gradient(inner * 2) + w)
+          other: sum(stop_gradient(v) + v)
+        losses: [cut, other]
+    """)
+    model = gradflow.load(path)
+    model.keep_losses(["cut"])             # what `analyze --loss cut` shows
+    report = gradflow.analyze(model)
+    by_node = {s.cut.node: s for s in report.stops}
+    assert by_node["other"].redundant is False         # it cuts v from the loss left out
+    assert by_node["inner"].redundant is True          # redundant for every loss, shown or not
+    assert [(f.rule, f.node) for f in report.findings] == [("GF106", "inner")]
+
+
 def test_counterfactual_norm_and_cut_norm(write_model):
     report = analyze(write_model, """
         gradflow: 1
