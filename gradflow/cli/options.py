@@ -33,8 +33,8 @@ def parse_bytes(ctx, param, value):
     from gradflow.analysis.settings import SettingsError, size
     try:
         return size(value, "SIZE")
-    except SettingsError as e:
-        raise click.BadParameter(e.message) from None
+    except SettingsError as e:   # the option is named already: not "--ignore: ignore: ..."
+        raise click.BadParameter(e.message.removeprefix(f"{param.name}: ")) from None
 
 
 def parse_rule_ids(ctx, param, value) -> str:
@@ -42,8 +42,8 @@ def parse_rule_ids(ctx, param, value) -> str:
     from gradflow.analysis.settings import SettingsError, rule_ids
     try:
         return ",".join(rule_ids(value, param.name))
-    except SettingsError as e:
-        raise click.BadParameter(e.message) from None
+    except SettingsError as e:   # the option is named already: not "--ignore: ignore: ..."
+        raise click.BadParameter(e.message.removeprefix(f"{param.name}: ")) from None
 
 
 def fail_on_model_error(func):

@@ -35,6 +35,7 @@ GAN = str(MODELS / "gan.yaml")
     ["check", TAPE, "-j", "0"],
     ["check", TAPE, "--select", "GF999"],
     ["check", TAPE, "--ignore", "GF1O2"],
+    ["check", TAPE, "--select", "GF107", "--ignore", "gf106,GF107"],
     ["why", TAPE, "x", "--limit", "0"],
 ])
 def test_bad_command_line_value_is_a_usage_error(args):
@@ -46,7 +47,14 @@ def test_bad_command_line_value_is_a_usage_error(args):
 
 def test_unknown_rule_id_on_the_command_line_suggests_the_close_one():
     result = CliRunner().invoke(cli, ["check", TAPE, "--ignore", "GF1O2"])
-    assert "did you mean 'GF102'?" in result.stderr
+    assert result.stderr.endswith("Error: Invalid value for '--ignore': unknown rule id 'GF1O2' "
+                                  "(did you mean 'GF102'?)\n")
+
+
+def test_a_rule_both_selected_and_ignored_is_a_usage_error_not_a_failed_model():
+    result = CliRunner().invoke(cli, ["check", TAPE, "--select", "GF107", "--ignore", "gf107"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.endswith("Error: GF107 is in both --select and --ignore\n")
 
 
 @pytest.mark.parametrize("size, ok", [("1", False), ("2GiB", True), ("512MB", True), ("1e9", True)])
