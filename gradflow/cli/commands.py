@@ -29,7 +29,6 @@ def positive_float(ctx, param, value):
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
               show_default=True)
 @with_options(common_model_options)
-@click.option("--weights", type=click.Path(dir_okay=False), help="Values for parameters/inputs (.npz).")
 @click.option("--save-grads", type=click.Path(dir_okay=False), help="Write LOSS/PARAM gradients (.npz).")
 @click.option("--no-counterfactual", is_flag=True, help="Skip the extra backward passes through stops.")
 @click.option("--expand", is_flag=True, help="One row per parameter, even for repeated instances (table).")
@@ -62,12 +61,12 @@ def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, 
 @with_options(common_model_options)
 @click.pass_context
 @fail_on_model_error
-def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_memory):
+def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_memory, weights):
     """Every path from PARAM to each loss, with the cuts on it marked."""
     from gradflow.cli import run
     from gradflow.cli.render import why as render_why
     results = run.why(model, param, losses=losses, limit=limit, dims=dims, seed=seed, dtype=dtype,
-                      structural=structural, max_memory=max_memory)
+                      structural=structural, max_memory=max_memory, weights=weights)
     render_why.render(param, results, ctx.obj["no_color"], model)
 
 

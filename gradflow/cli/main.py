@@ -62,7 +62,7 @@ def cli(ctx, no_color, debug):
 @with_options(common_model_options)
 @click.pass_context
 @fail_on_model_error
-def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, structural, max_memory):
+def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, structural, max_memory, weights):
     """Check the expectations and rules of model files (exit 1 when one fails)."""
     from gradflow.cli import run
     from gradflow.cli.render import SHOW_COUNTERFACTUALS
@@ -72,6 +72,7 @@ def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, stru
     overrides = run.cli_settings(select=select, ignore=ignore, strict=strict, max_memory=max_memory)
     files = run.find_models(paths)
     results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype, structural=structural,
+                              weights=weights,
                               counterfactual=fmt in SHOW_COUNTERFACTUALS, jobs=jobs,
                               debug=ctx.find_root().params["debug"])
     run.render_check(results, fmt, ctx.obj["no_color"])

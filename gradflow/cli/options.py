@@ -90,6 +90,8 @@ common_model_options = [
     click.option("--structural", is_flag=True, help="Shapes and reachability only: no arrays, no numbers."),
     click.option("--max-memory", callback=parse_bytes, default=None, metavar="SIZE",
                  help="Refuse numeric runs estimated above SIZE (default 2GiB)."),
+    click.option("--weights", type=click.Path(dir_okay=False), metavar="FILE",
+                 help="Values for parameters/inputs (.npz)."),
 ]
 
 

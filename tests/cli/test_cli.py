@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +58,20 @@ def test_analyze_weights_load_values_by_name(tmp_path):
     np.savez(weights, x=np.array(5.0), y=np.array(1.0))
     doc = json.loads(run("analyze", TAPE, "--format", "json", "--weights", str(weights)).stdout)
     assert doc["params"][0]["grads"]["z"]["norm"] == pytest.approx(2 * 5.0 + 1.0)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_check_and_why_take_weights_too(tmp_path, jobs):
+    weights = tmp_path / "w.npz"
+    np.savez(weights, x=np.array(5.0), y=np.array(1.0))
+    copy = tmp_path / "tape.yaml"
+    copy.write_text(Path(TAPE).read_text())
+    doc = json.loads(run("check", TAPE, str(copy), "-j", jobs, "--format", "json", "--weights", str(weights)).stdout)
+    assert [f["params"][0]["grads"]["z"]["norm"] for f in doc["files"]] == [pytest.approx(2 * 5.0 + 1.0)] * 2
+    assert run("why", TAPE, "x", "--weights", str(weights)).exit_code == 0
+    np.savez(weights, x=np.zeros(3))
+    result = run("check", TAPE, "--weights", str(weights))
+    assert result.exit_code == 2 and "stop_gradient_tape.yaml:9:3: error: weights 'x'" in result.stderr
 
 
 def test_analyze_weights_shape_mismatch_is_an_input_error(tmp_path):

@@ -94,6 +94,10 @@ def test_example_import_round_trip_gives_the_same_report(file, func, tmp_path, m
     direct = run_cli("analyze", "--format", "json", target)
     again = run_cli("analyze", "--format", "json", str(out), "--weights", str(tmp_path / "model.npz"))
     assert comparable(json.loads(direct.stdout)) == comparable(json.loads(again.stdout))
+    # The README's CI step: `check` of the written file with its weights, no torch needed.
+    checked = run_cli("check", "--format", "json", str(out), "--weights", str(tmp_path / "model.npz"))
+    assert checked.exit_code == run_cli("check", target).exit_code
+    assert comparable(json.loads(checked.stdout)["files"][0]) == comparable(json.loads(direct.stdout))
 
 
 @pytest.mark.parametrize("file, func, frozen", [("byol.py", "byol_step", "target."),
