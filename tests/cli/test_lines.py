@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import re
 import subprocess
 import sys
 
@@ -132,3 +133,25 @@ def test_check_into_a_pipe_never_loads_rich():
 def test_check_with_forced_colour_draws_through_rich():
     printed, loaded = loaded_by_check(str(MODELS / "dead_relu.yaml"), env={"FORCE_COLOR": "1"})
     assert "rich.console" in loaded and "\x1b[33mwarning\x1b[0m" in printed
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+@pytest.mark.parametrize("flag, coloured", [([], True), (["--no-color"], False)])
+def test_progress_bar_on_a_terminal_follows_no_color(flag, coloured):
+    main, terminal = os.openpty()
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE")}
+    done = subprocess.run([sys.executable, "-m", "gradflow.cli.main", *flag, "check", str(MODELS)], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=terminal, env={**environ, "TERM": "xterm"})
+    os.close(terminal)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(main, 1 << 16)
+        except OSError:        # the terminal's other end is closed: all is read
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(main)
+    assert done.returncode == 0 and b"\x1b[" in written        # the bar was drawn
+    assert bool(re.search(rb"\x1b\[[0-9;]*m", written)) == coloured

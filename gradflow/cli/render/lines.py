@@ -108,8 +108,10 @@ def progress(items, label: str):
     items = list(items)
     err = None
     if len(items) >= 5 and not surely_not_a_terminal(sys.stderr):
+        import click
         from gradflow.cli.render.console import console
-        err = console(stderr=True)
+        ctx = click.get_current_context(silent=True)   # --no-color is the group's
+        err = console(bool(ctx and (ctx.find_root().obj or {}).get("no_color")), stderr=True)
     if err is None or not err.is_terminal:
         yield from items
         return
