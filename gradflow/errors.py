@@ -31,8 +31,12 @@ class ModelError(Exception):
 
 def did_you_mean(word: str, candidates) -> str:
     """' (did you mean 'relu'?)' when a candidate is close to word, else ''."""
+    candidates = list(candidates)
+    folded = [c for c in candidates if c.lower() == word.lower()]   # 'W' for 'w': too short for difflib
+    if folded:
+        return f" (did you mean {folded[0]!r}?)"
     import difflib   # here: only a bad input needs it, and it takes a millisecond to load
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -29,6 +29,13 @@ def test_model_and_report_show_as_one_line_in_a_notebook():
     assert "\n" not in shown and "object at 0x" not in shown
 
 
+def test_a_name_that_differs_only_in_case_is_suggested(write_model):
+    report = gradflow.analyze(gradflow.load(write_model(
+        "gradflow: 1\nparams:\n  w: {shape: [3]}\ngraph:\n  loss: sum(w)\nlosses:\n  loss: {wrt: [W]}\n")))
+    assert [f.message for f in report.findings if f.rule == "GF101"] == [
+        "loss: wrt 'W' matches no parameter (did you mean 'w'?)"]
+
+
 def test_api_structural_mode_has_statuses_and_no_numbers():
     report = gradflow.analyze(gradflow.load(MODELS / "stop_gradient_tape.yaml"), structural=True)
     assert report.status("x", "z") == "flows"

@@ -63,7 +63,13 @@ def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **l
     report, model = analyze_file(path, losses=losses, structural=structural, max_memory=max_memory,
                                  counterfactual=False, **load)
     if param not in model.params:
-        raise ModelError(f"no parameter {param!r}{did_you_mean(param, model.params)}", model.path, 1, 1)
+        hint = did_you_mean(param, model.params)
+        if param in model.inputs:
+            hint = " (it is an input: only parameters are followed)"
+        elif not hint:
+            names = list(model.params)
+            hint = f" (it has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
+        raise ModelError(f"no parameter {param!r}{hint}", model.path, 1, 1)
     graph = Graph(model.tape, model.params)
     _, edges = build_entry_graph(model, graph)
     results = []

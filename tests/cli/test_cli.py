@@ -60,6 +60,12 @@ def test_analyze_weights_load_values_by_name(tmp_path):
     assert doc["params"][0]["grads"]["z"]["norm"] == pytest.approx(2 * 5.0 + 1.0)
 
 
+def test_analyze_header_counts_in_words_that_agree(write_model):
+    path = write_model("gradflow: 1\nparams:\n  w: {value: 2.0}\ngraph:\n  loss: w * w\nlosses: [loss]\n")
+    assert "numeric, seed 0; 1 parameter, 1 value; 2 nodes\n" in run("analyze", path).stdout
+    assert "; 6 parameters, 176 values; 37 nodes\n" in run("analyze", str(MODELS / "gan.yaml")).stdout
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_check_and_why_take_weights_too(tmp_path, jobs):
     weights = tmp_path / "w.npz"

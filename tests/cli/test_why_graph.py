@@ -70,6 +70,15 @@ def test_why_unknown_parameter_is_an_input_error():
     assert "error: no parameter 'decoder.w9' (did you mean 'decoder.w" in result.stderr
 
 
+def test_why_names_the_parameters_when_none_is_close_and_says_an_input_is_one():
+    gan = str(MODELS / "gan.yaml")
+    assert run("why", gan, "nonexistent").stderr.endswith(
+        "error: no parameter 'nonexistent' (it has G.w1, G.b1, G.w2, D.w1, D.b1, D.w2)\n")
+    assert run("why", gan, "z").stderr.endswith(
+        "error: no parameter 'z' (it is an input: only parameters are followed)\n")
+    assert run("why", gan, "g.w1").stderr.endswith("error: no parameter 'g.w1' (did you mean 'G.w1'?)\n")
+
+
 def diamonds(n: int, depth: int = 1, inside: bool = False) -> str:
     """A model of n diamonds from w to the loss: between entries (2 ** n paths of entries), or
     inside one entry each, every branch a chain of ``depth`` ops (2 ** n tape paths, one of entries)."""

@@ -114,7 +114,8 @@ def header(report) -> Text:
     if m.get("description"):
         text.append(shown(m["description"]) + "\n", style="italic")
     mode = "structural (no numbers)" if m["mode"] == "structural" else f"numeric, seed {m['seed']}"
-    text.append(f"{mode}; {m['params']} parameters, {m['param_count']:,} values; {m['nodes']} nodes")
+    text.append(f"{mode}; {plural(m['params'], 'parameter')}, {plural(m['param_count'], 'value')}; "
+                f"{plural(m['nodes'], 'node')}")
     return text
 
 
@@ -175,3 +176,7 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
     for f in report.findings:
         out.print(finding_line(f), soft_wrap=not out.is_terminal)
     out.print(verdict(report), soft_wrap=not out.is_terminal)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
