@@ -233,8 +233,8 @@ defop("elu", forward=elu, vjps=(lambda g, ans, x, alpha=1.0: np.where(x <= 0, g 
 defop("gelu", forward=lambda x, approximate="tanh": gelu(x) if approximate == "tanh" else gelu_exact(x),
       vjps=(lambda g, ans, x, approximate="tanh":
             gelu_vjp(g, ans, x) if approximate == "tanh" else gelu_exact_vjp(g, x),),
-      doc="x * Phi(x): the tanh approximation by default, exact (erf) with approximate=\"none\" "
-          "(PyTorch's approximate='tanh' and its default)",
+      doc="x * Phi(x): the tanh approximation by default (PyTorch's approximate='tanh'), exact (erf) "
+          "with approximate=\"none\" (PyTorch's default)",
       attrs={"approximate": "tanh"}, **{**_EW, "shape": gelu_shape})
 defop("silu", forward=silu, vjps=(silu_vjp,), doc="x * sigmoid(x) (swish)", **_EW)
 defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: g * sigmoid(x),),
