@@ -88,7 +88,8 @@ def emit(out: Console, renderable, whole: int | None = None) -> None:
         out.print(renderable)
         return
     width = out.width
-    out.width = whole if wider else width      # print() takes no width past the console's
+    if wider:
+        out.width = whole      # print() takes no width past the console's
     try:
         with out.capture() as captured:
             out.print(renderable)

@@ -11,24 +11,23 @@ from gradflow.cli.render.console import console, emit
 
 
 COLUMNS = ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result")
-# On a terminal too narrow for every column, these go first: the two values whose gap the
-# error column already gives, then the count; then a skipped pair's cell leaves its reason to
-# the lines below the table. Numbers are never cut to "1.6e…".
-LEFT_OUT = (("tape", "numeric"), ("entries",))
+# The layouts a terminal gets, the first that fits (else the last): every column; without the
+# two values whose gap the error column already gives; without the count; with a skipped pair's
+# reason left to the lines below the table. Numbers are never cut to "1.6e…".
+LAYOUTS = (
+    (COLUMNS, True),
+    (("loss", "parameter", "entries", "max |error|", "result"), True),
+    (("loss", "parameter", "max |error|", "result"), True),
+    (("loss", "parameter", "max |error|", "result"), False),
+)
 
 
 def render(checks, no_color: bool) -> None:
     out = console(no_color)
-    columns, rows = list(COLUMNS), [cells(c) for c in checks]
-    if out.is_terminal:
-        for names in LEFT_OUT:
-            if widths(out, table(columns, rows)).maximum <= out.width:
-                break
-            columns = [c for c in columns if c not in names]
-        else:
-            if widths(out, table(columns, rows)).maximum > out.width:
-                rows = [cells(c, why=False) for c in checks]   # the reasons follow the table
-    t = table(columns, rows)
+    for columns, why in LAYOUTS if out.is_terminal else LAYOUTS[:1]:
+        t = table(columns, [cells(c, why) for c in checks])
+        if widths(out, t).maximum <= out.width:
+            break
     emit(out, t, widths(out, t).minimum)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
