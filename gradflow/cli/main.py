@@ -66,15 +66,12 @@ def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, stru
     """Check the expectations and rules of model files (exit 1 when one fails)."""
     from gradflow.cli import run
     from gradflow.cli.render import SHOW_COUNTERFACTUALS
-    both = set(filter(None, select.split(","))) & set(ignore.split(","))
-    if both:
-        raise click.UsageError(f"{sorted(both)[0]} is in both --select and --ignore", ctx)
     overrides = run.cli_settings(select=select, ignore=ignore, strict=strict, max_memory=max_memory)
+    run.check_flags(overrides, ctx)
     files = run.find_models(paths)
     results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype, structural=structural,
-                              weights=weights,
-                              counterfactual=fmt in SHOW_COUNTERFACTUALS, jobs=jobs,
-                              debug=ctx.find_root().params["debug"])
+                              weights=weights, counterfactual=fmt in SHOW_COUNTERFACTUALS, jobs=jobs,
+                              debug=ctx.find_root().params["debug"], no_color=ctx.obj["no_color"])
     run.render_check(results, fmt, ctx.obj["no_color"])
     sys.exit(run.check_exit_code(results))
 

@@ -114,6 +114,17 @@ def cli_settings(select="", ignore="", strict=None, max_memory=None) -> dict:
     return out
 
 
+def check_flags(overrides: dict, ctx) -> None:
+    """The flags' settings as a layer of settings is checked (each flag's value was already):
+    what they get wrong together (a rule both selected and ignored) is a usage error, before
+    any model, not an error of every model."""
+    from gradflow.analysis.settings import SettingsError, checked
+    try:
+        checked(overrides)
+    except SettingsError as e:
+        raise click.UsageError(f"--select and --ignore: {e.message}", ctx) from None
+
+
 def find_models(paths) -> list:
     """What `check` checks: paths, or errors for paths that cannot be read; exit 2 when the
     paths hold no model at all (a CI job that checks nothing must not pass)."""
@@ -150,9 +161,11 @@ def lost(item, error: Exception) -> Result:
                                          "(rerun with --debug)", path, 1, 1))
 
 
-def check_files(items, overrides, jobs=1, debug=False, **options) -> list:
+def check_files(items, overrides, jobs=1, debug=False, no_color=False, **options) -> list:
+    from functools import partial
     from gradflow.cli.render.lines import progress
     start_work()   # the API is loaded before forking: workers start with it
+    progress = partial(progress, no_color=no_color)
     if jobs > 1 and len(items) > 1:
         from gradflow.cli.workers import in_parallel
         return in_parallel(check_one, items, jobs, (overrides, options, debug), lost, progress)

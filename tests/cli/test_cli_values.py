@@ -54,7 +54,7 @@ def test_unknown_rule_id_on_the_command_line_suggests_the_close_one():
 def test_a_rule_both_selected_and_ignored_is_a_usage_error_not_a_failed_model():
     result = CliRunner().invoke(cli, ["check", TAPE, "--select", "GF107", "--ignore", "gf107"])
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.endswith("Error: GF107 is in both --select and --ignore\n")
+    assert result.stderr.endswith("Error: --select and --ignore: GF107 is both selected and ignored\n")
 
 
 @pytest.mark.parametrize("size, ok", [("1", False), ("2GiB", True), ("512MB", True), ("1e9", True)])

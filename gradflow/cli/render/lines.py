@@ -102,16 +102,14 @@ def output(no_color: bool = False, stderr: bool = False):
     return console(no_color, file=stream)
 
 
-def progress(items, label: str):
+def progress(items, label: str, no_color: bool = False):
     """Iterate ``items``, with a bar on stderr when it is a terminal and there is enough work
     to be worth one: it moves on as the loop takes the next item."""
     items = list(items)
     err = None
     if len(items) >= 5 and not surely_not_a_terminal(sys.stderr):
-        import click
         from gradflow.cli.render.console import console
-        ctx = click.get_current_context(silent=True)   # --no-color is the group's
-        err = console(bool(ctx and (ctx.find_root().obj or {}).get("no_color")), stderr=True)
+        err = console(no_color, stderr=True)
     if err is None or not err.is_terminal:
         yield from items
         return
