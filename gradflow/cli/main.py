@@ -68,6 +68,9 @@ def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, stru
     from gradflow.cli.render import SHOW_COUNTERFACTUALS
     overrides = run.cli_settings(select=select, ignore=ignore, strict=strict, max_memory=max_memory)
     run.check_flags(overrides, ctx)
+    if weights:   # an archive no model can read is one error, not one per model
+        from gradflow.model.weights import check_archive
+        check_archive(weights)
     files = run.find_models(paths)
     results = run.check_files(files, overrides, dims=dims, seed=seed, dtype=dtype, structural=structural,
                               weights=weights, counterfactual=fmt in SHOW_COUNTERFACTUALS, jobs=jobs,

@@ -62,6 +62,16 @@ def load_weights(model, path: str) -> None:
     archive.unread = len(model.weights)
 
 
+def check_archive(path: str) -> None:
+    """What ``load_weights`` checks of the archive alone, for any model: a file that is not a
+    readable .npz of plain arrays is a WeightsError."""
+    archive = Archive(str(path))
+    try:
+        members(archive)
+    finally:
+        archive.close()
+
+
 class Archive:
     """The weights file, opened when its directory or a member is read, closed in between:
     the zip directory is parsed once per opening, not once per member."""

@@ -80,6 +80,14 @@ def test_check_and_why_take_weights_too(tmp_path, jobs):
     assert result.exit_code == 2 and "stop_gradient_tape.yaml:9:3: error: weights 'x'" in result.stderr
 
 
+def test_check_with_an_archive_no_model_can_read_says_so_once(tmp_path):
+    junk = tmp_path / "w.npz"
+    junk.write_text("not a zip")
+    result = run("check", str(MODELS), "--weights", str(junk))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("error:") == 1 and f"{junk}:1:1: error: cannot read weights: " in result.stderr
+
+
 def test_analyze_weights_shape_mismatch_is_an_input_error(tmp_path):
     weights = tmp_path / "w.npz"
     np.savez(weights, x=np.zeros(3))
