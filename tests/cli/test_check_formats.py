@@ -72,7 +72,7 @@ def test_check_markdown_has_a_table_per_model():
 
 
 def test_colour_follows_terminal_no_color_and_flag():
-    forced = {"FORCE_COLOR": "1", "NO_COLOR": None}
+    forced = {"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm"}   # a dumb TERM gets no colour
     assert "\x1b[" in run("analyze", str(MODELS / "gan.yaml"), env=forced).output
     assert "\x1b[" not in run("--no-color", "analyze", str(MODELS / "gan.yaml"), env=forced).output
     assert "\x1b[" not in run("analyze", str(MODELS / "gan.yaml"), env={**forced, "NO_COLOR": "1"}).output

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
-from tests.conftest import MODELS
+from tests.conftest import MODELS, ROOT
 
 TAPE = str(MODELS / "stop_gradient_tape.yaml")
 
@@ -245,11 +245,13 @@ def test_analyze_unknown_loss_flag_is_an_input_error():
     assert "error: --loss nope: the model has no loss 'nope' (it has z)" in result.stderr
 
 
-TERMINAL = {"FORCE_COLOR": "1", "NO_COLOR": "1"}    # rich draws for a terminal, without colour codes
+# rich draws for a terminal without colour codes, and not a dumb one (which rich holds to 80 columns)
+TERMINAL = {"FORCE_COLOR": "1", "NO_COLOR": "1", "TERM": "xterm"}
 
 
-def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_words():
-    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")], env={"COLUMNS": "50", **TERMINAL}).output
+def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_words(monkeypatch):
+    monkeypatch.chdir(ROOT)      # the header's path as a user types it: a checkout's depth must not matter
+    out = CliRunner().invoke(cli, ["analyze", "models/vq_vae.yaml"], env={"COLUMNS": "50", **TERMINAL}).output
     assert all(len(line) <= 50 for line in out.splitlines())
     assert out.count("parameter    shape") >= 2
     for loss in ("loss", "recon_loss", "codebook_loss", "commit_loss"):
@@ -259,9 +261,9 @@ def test_analyze_table_in_a_narrow_terminal_splits_losses_instead_of_breaking_wo
     assert wide.count("parameter    shape") < out.count("parameter    shape")
 
 
-def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_or_shape():
-    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "actor_critic.yaml")],
-                             env={"COLUMNS": "40", **TERMINAL}).output
+def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_or_shape(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = CliRunner().invoke(cli, ["analyze", "models/actor_critic.yaml"], env={"COLUMNS": "40", **TERMINAL}).output
     assert all(len(line) <= 40 for line in out.splitlines())
     assert "…" not in out
     for name, shape in (("critic.w1", "[8, 64]"), ("critic.w2", "[64, 1]"), ("actor.w", "[8, 4]")):

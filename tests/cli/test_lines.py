@@ -131,7 +131,7 @@ def test_check_into_a_pipe_never_loads_rich():
 
 
 def test_check_with_forced_colour_draws_through_rich():
-    printed, loaded = loaded_by_check(str(MODELS / "dead_relu.yaml"), env={"FORCE_COLOR": "1"})
+    printed, loaded = loaded_by_check(str(MODELS / "dead_relu.yaml"), env={"FORCE_COLOR": "1", "TERM": "xterm"})
     assert "rich.console" in loaded and "\x1b[33mwarning\x1b[0m" in printed
 
 
