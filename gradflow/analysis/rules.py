@@ -208,11 +208,12 @@ def check_params(ctx: Context) -> None:
                 pair.status in ("blocked", "unreachable") for pair in p.grads.values()):
             key = tuple((loss, cause(pair)) for loss, pair in p.grads.items())
             reasons = "; ".join(f"from {loss}, {why(pair, path)}" for loss, pair in p.grads.items())
-            first = next(iter(p.grads))
+            # The path to show is the one from a loss meant to train it, not an intended block.
+            shown = next((loss for loss in p.grads if report.intent(p.name, loss) == "problem"), next(iter(p.grads)))
             ctx.group("GF102", key, p.name, place,
-                      lambda names, reasons=reasons, first=first: (
+                      lambda names, reasons=reasons: (
                           f"{listing(names)} receive{'s' if len(names) == 1 else ''} gradient from no loss: "
-                          f"{reasons}"), command=first)
+                          f"{reasons}"), command=shown)
         for loss, pair in p.grads.items():
             if pair.status == "zero":
                 ctx.group("GF107", (loss, cause(pair)), p.name, place,

@@ -46,6 +46,14 @@ def test_one_misplaced_stop_is_one_finding_per_rule():
     assert gf103.command.startswith("gradflow why ") and gf103.command.endswith(" G.w1 --loss g_loss")
 
 
+def test_gf102_shows_the_path_from_the_loss_meant_to_train_them_not_an_intended_block():
+    # d_loss comes first and blocks G on purpose (G is outside its wrt); g_loss should train G.
+    report = gradflow.analyze(gradflow.load(BUGS / "gan_stopped_discriminator_output.yaml"))
+    [gf102] = [f for f in report.findings if f.rule == "GF102"]
+    assert list(report.by_name["G.w1"].grads) == ["d_loss", "g_loss"]
+    assert gf102.command.endswith(" G.w1 --loss g_loss")
+
+
 def test_a_zero_gain_is_one_warning_naming_where_the_gradient_dies(write_model):
     report = gradflow.analyze(gradflow.load(write_model(ZERO_GAIN)))
     zero = [f for f in report.findings if f.rule == "GF107"]
