@@ -44,9 +44,13 @@ def test_repeated_instances_that_agree_are_one_row_unless_expanded(write_model):
 
 
 def test_norms_of_a_collapsed_row_are_a_range_and_the_number_is_labelled(write_model):
-    out = analyze(write_model(REPEATED))
+    path = write_model(REPEATED)
+    out = analyze(path)
     row = next(line for line in out.splitlines() if line.startswith("block.{0..11}.w"))
-    assert "flows " in row and "-" in row.split("flows ")[1]
+    low, high = row.split("flows ")[1].split()[0].split("..")     # '..' as in the name: '1e-14-0.1' misread
+    norms = [float(line.split("flows ")[1].split()[0]) for line in analyze(path, "--expand").splitlines()
+             if line.startswith("block.")]
+    assert (float(low), float(high)) == (min(norms), max(norms)) and len(norms) == 12
     assert "cells: status and gradient L2 norm" in out
 
 

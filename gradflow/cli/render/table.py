@@ -66,7 +66,7 @@ def cell(pairs: list, intent: str, notes: Notes) -> Text:
     norms = [p.norm for p in pairs if p.status == "flows" and p.norm is not None]
     if norms:
         low, high = min(norms), max(norms)
-        spread = number(low) if number(low) == number(high) else f"{number(low)}-{number(high)}"
+        spread = number(low) if number(low) == number(high) else f"{number(low)}..{number(high)}"
         text = text.replace("flows", f"flows {spread}", 1)
     if intent == "intended":
         return Text(text + " (intended)", style="dim")
