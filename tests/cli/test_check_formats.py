@@ -56,6 +56,15 @@ def test_check_junit_has_one_testcase_per_model_and_rule():
     assert suites[1].get("failures") == "0"
 
 
+def test_check_junit_reports_an_ignored_rule_as_skipped_not_passed():
+    root = ET.fromstring(run("check", BUG, "--ignore", "GF103", "--format", "junit").stdout)
+    [suite] = root.findall("testsuite")
+    skipped = [c.get("name").split()[0] for c in suite.findall("testcase") if c.find("skipped") is not None]
+    failed = [c.get("name").split()[0] for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert skipped == ["GF103"] and failed == ["GF100", "GF102", "GF110"]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("11", "3", "1")
+
+
 def test_check_sarif_lists_results_with_regions():
     doc = json.loads(run("check", BUG, "--format", "sarif").stdout)
     assert doc["version"] == "2.1.0"

@@ -1,4 +1,5 @@
-"""`check --format junit`: JUnit XML, one testcase per model and rule."""
+"""`check --format junit`: JUnit XML, one testcase per model and rule; a rule the model's
+settings turn off is a skipped testcase, not a passing one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def render_check(results, no_color: bool) -> None:
     suites = ET.Element("testsuites", name="gradflow")
     for r in results:
         suite = ET.SubElement(suites, "testsuite", name=shown(r.path))
-        cases = failures = 0
+        cases = failures = skipped = 0
         if r.error is not None:
             case = ET.SubElement(suite, "testcase", name="model is valid", classname=shown(r.path))
             ET.SubElement(case, "error", message=shown(r.error.message)).text = shown(r.error)
@@ -24,6 +25,10 @@ def render_check(results, no_color: bool) -> None:
                 found = [f for f in r.report.findings if f.rule == rule]
                 case = ET.SubElement(suite, "testcase", name=f"{rule} {description}", classname=shown(r.path))
                 cases += 1
+                if r.report.settings.severity(rule) == "off":
+                    skipped += 1
+                    ET.SubElement(case, "skipped", message=f"{rule} is ignored (--ignore, check: or pyproject.toml)")
+                    continue
                 errors = [f for f in found if f.severity == "error" or r.report.settings.strict]
                 if errors:
                     failures += 1
@@ -34,5 +39,6 @@ def render_check(results, no_color: bool) -> None:
                         shown(f"{f.file or f.path}:{f.line}:{f.col}: warning: {f.message}") for f in found)
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
+        suite.set("skipped", str(skipped))
     ET.indent(suites)
     click.echo(ET.tostring(suites, encoding="unicode", xml_declaration=True))
