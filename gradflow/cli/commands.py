@@ -10,7 +10,7 @@ import sys
 import click
 
 from gradflow.cli.exits import Exit
-from gradflow.cli.options import common_model_options, fail_on_model_error, parse_dims, with_options
+from gradflow.cli.options import common_model_options, dim_option, fail_on_model_error, seed_option, with_options
 
 
 def positive_float(ctx, param, value):
@@ -27,7 +27,7 @@ def positive_float(ctx, param, value):
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--loss", "losses", multiple=True, help="Only these losses (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
-              show_default=True)
+              show_default=True, help="How to print the report.")
 @with_options(common_model_options)
 @click.option("--save-grads", type=click.Path(dir_okay=False), help="Write LOSS/PARAM gradients (.npz).")
 @click.option("--no-counterfactual", is_flag=True, help="Skip the extra backward passes through stops.")
@@ -73,9 +73,9 @@ def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_mem
 @click.command()
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["tree", "dot", "mermaid"]), default="tree",
-              show_default=True)
+              show_default=True, help="Text, Graphviz or Mermaid.")
 @click.option("--loss", "losses", multiple=True, help="Only what reaches these losses (repeatable).")
-@click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT")
+@dim_option
 @click.pass_context
 @fail_on_model_error
 def graph(ctx, model, fmt, losses, dims):
@@ -94,8 +94,8 @@ def graph(ctx, model, fmt, losses, dims):
               help="Relative tolerance.")
 @click.option("--samples", type=click.IntRange(1), default=8, show_default=True,
               help="Entries nudged per parameter (all of them for smaller ones).")
-@click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT")
-@click.option("--seed", type=click.IntRange(0, 2 ** 63 - 1), default=None)
+@dim_option
+@seed_option
 @click.pass_context
 @fail_on_model_error
 def gradcheck(ctx, model, eps, rtol, samples, dims, seed):

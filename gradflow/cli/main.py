@@ -52,7 +52,8 @@ def cli(ctx, no_color, debug):
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", default="text", show_default=True,
-              type=click.Choice(["text", "json", "github", "junit", "markdown", "sarif"]))
+              type=click.Choice(["text", "json", "github", "junit", "markdown", "sarif"]),
+              help="How to print the findings (github: workflow annotations).")
 @click.option("--select", default="", metavar="ID,..", callback=parse_rule_ids,
               help="Turn rules on (overrides an ignore in pyproject.toml or the model's check:).")
 @click.option("--ignore", default="", metavar="ID,..", callback=parse_rule_ids, help="Turn rules off.")

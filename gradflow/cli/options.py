@@ -81,12 +81,16 @@ def fail_on_model_error(func):
     return wrapper
 
 
+dim_option = click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
+                          help="Override a dim of the model file.")
+seed_option = click.option("--seed", type=click.IntRange(0, 2 ** 63 - 1), default=None, metavar="N",
+                           help="Seed for initial values (default: the file's).")
+
 common_model_options = [
-    click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
-                 help="Override a dim of the model file."),
-    click.option("--seed", type=click.IntRange(0, 2 ** 63 - 1), default=None,
-                 help="Seed for initial values (default: the file's)."),
-    click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True),
+    dim_option,
+    seed_option,
+    click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True,
+                 help="Float type of the numeric run."),
     click.option("--structural", is_flag=True, help="Shapes and reachability only: no arrays, no numbers."),
     click.option("--max-memory", callback=parse_bytes, default=None, metavar="SIZE",
                  help="Refuse numeric runs estimated above SIZE (default 2GiB)."),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
@@ -45,3 +46,20 @@ def test_a_mistyped_command_is_matched_against_every_command():
                               capture_output=True, text=True, cwd=ROOT)
         assert done.returncode == 2
         assert done.stderr.strip().splitlines()[-1] == f"Error: No such command '{typed}'. {meant}"
+
+
+def every_command(command, path=("gradflow",)):
+    yield path, command
+    if isinstance(command, click.Group):
+        for name in command.list_commands(None):
+            yield from every_command(command.get_command(None, name), (*path, name))
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    # Each line of --help says what its option is for: --dim and --seed of gradcheck and graph
+    # were bare 'NAME=INT' and 'INTEGER RANGE'.
+    bare = [(" ".join(path), p.opts[0]) for path, command in every_command(cli) for p in command.params
+            if isinstance(p, click.Option) and not p.hidden and not p.help]
+    assert bare == []
+    help_text = CliRunner().invoke(cli, ["gradcheck", "--help"]).output
+    assert "Override a dim of the model file." in help_text and "--seed N " in help_text
