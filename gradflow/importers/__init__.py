@@ -14,20 +14,24 @@ from gradflow.errors import ModelError
 
 # Compiled on first use: the path of a YAML model never needs it.
 TARGET = r"(?P<file>.+\.py):(?P<func>[A-Za-z_][A-Za-z0-9_]*)\Z"
+# What is meant as one: a bare FILE.py, or FILE.py: followed by no name or a bad one.
+MEANT = r"(?P<file>.+\.py)(?::[^/.]*)?\Z"
 
 
 def is_python_target(path) -> bool:
-    """True for ``FILE.py:FUNC`` (and a bare ``FILE.py``, so it gets a helpful error)."""
+    """True for ``FILE.py:FUNC`` (and ``FILE.py`` or ``FILE.py:`` with no function or a bad
+    one, so they get a helpful error rather than a file that is not there)."""
     text = str(path)
-    return text.endswith(".py") or ".py:" in text and re.match(TARGET, text) is not None
+    return text.endswith(".py") or ".py:" in text and re.match(MEANT, text) is not None
 
 
 def import_python(target: str):
     """Import the training step ``FILE.py:FUNC`` into an ``Imported`` document."""
     match = re.match(TARGET, str(target))
     if match is None:
+        meant = re.match(MEANT, str(target))
         raise ModelError("a Python model is named FILE.py:FUNC, the function that returns the "
-                         "training step (e.g. train.py:gan_step)", str(target), 1, 1)
+                         "training step (e.g. train.py:gan_step)", meant["file"] if meant else str(target), 1, 1)
     if importlib.util.find_spec("torch") is None:
         raise ModelError("importing a PyTorch model needs torch: pip install 'gradflow[torch]'",
                          match["file"], 1, 1)

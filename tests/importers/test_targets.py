@@ -26,11 +26,27 @@ def test_import_target_names_a_python_file_and_function():
         import_python("train.py")
 
 
-@pytest.mark.parametrize("text", ["train.py:step", "a.py:b.py:f", "x.py:", "x.py:1f", "dir/t.py:f\n", ".py:f",
-                                  "m.yaml", "train.py", "py:f", "x.pyc:f", "a.py:f:g", "ünï.py:_"])
-def test_python_target_is_what_the_pattern_says(text):
-    # The ".py:" test before the pattern only spares YAML paths its compiling.
-    assert is_python_target(text) == (re.match(TARGET, text) is not None or text.endswith(".py"))
+@pytest.mark.parametrize("text, meant, whole", [
+    ("train.py:step", True, True), ("a.py:b.py:f", True, True), ("ünï.py:_", True, True),
+    ("train.py", True, False), ("x.py:", True, False), ("x.py:1f", True, False), ("a.py:f:g", True, False),
+    ("dir/t.py:f\n", True, False), (".py:f", False, False), ("m.yaml", False, False), ("py:f", False, False),
+    ("x.pyc:f", False, False), ("x.py:f/m.yaml", False, False), ("x.py:f.yaml", False, False)])
+def test_python_target_is_what_the_pattern_says(text, meant, whole):
+    # meant: taken for a Python target (a malformed one gets the form's error, not "cannot read");
+    # whole: one naming a file and a function
+    assert is_python_target(text) == meant and (re.match(TARGET, text) is not None) == whole
+
+
+@pytest.mark.parametrize("target", ["step.py:", "step.py:1f", "step.py:f:g"])
+def test_a_python_target_without_a_good_function_name_says_the_form_at_the_file(tmp_path, target):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    (tmp_path / "step.py").write_text(STEP)
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / target)])
+    assert result.exit_code == 2
+    assert result.stderr == (f"{tmp_path / 'step.py'}:1:1: error: a Python model is named FILE.py:FUNC, the "
+                             "function that returns the training step (e.g. train.py:gan_step)\n")
 
 
 def test_import_without_torch_says_how_to_install_it(no_torch, tmp_path):
