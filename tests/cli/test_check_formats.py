@@ -41,6 +41,16 @@ def test_check_strict_from_the_file(write_model):
     assert run("check", write_model(WARN + "check:\n  strict: true\n")).exit_code == 1
 
 
+def test_check_text_summary_counts_failed_and_invalid_models_apart_as_json_does():
+    invalid = str(ROOT / "tests/models/invalid/clip_bound_not_a_number.yaml")
+    paths = [BUG, str(MODELS / "gan.yaml"), invalid]
+    summary = json.loads(run("check", *paths, "--format", "json").stdout)["summary"]
+    assert (summary["failed"], summary["invalid"], summary["errors"]) == (1, 1, 5)
+    text = run("check", *paths)
+    assert text.exit_code == 2
+    assert text.stdout.splitlines()[-1] == "3 models checked: 1 failed, 1 invalid (5 errors, 0 warnings)"
+
+
 def test_check_parallel_jobs_give_the_same_result():
     one = json.loads(run("check", str(MODELS), "--format", "json").stdout)
     two = json.loads(run("check", str(MODELS), "--format", "json", "-j", "2").stdout)

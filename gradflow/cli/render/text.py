@@ -23,9 +23,11 @@ def render_check(results, no_color: bool) -> None:
             warnings += f.severity == "warning"
             out.print(finding_line(f), soft_wrap=True)
         out.print(Line(shown(r.path) + ": ", style="dim") + verdict(r.report), soft_wrap=True)
-    failed = sum(r.failed or r.error is not None for r in results)
+    invalid = sum(r.error is not None for r in results)     # as the JSON summary counts them
+    failed = sum(r.failed and r.error is None for r in results)
+    bad = ", ".join(f"{n} {word}" for n, word in ((failed, "failed"), (invalid, "invalid")) if n)
     summary = Line(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")
-    summary.append("ok" if not failed else f"{failed} failed", "green" if not failed else "bold red")
+    summary.append(bad or "ok", "bold red" if bad else "green")
     summary.append(f" ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
     out.print(summary)
 
