@@ -147,7 +147,7 @@ def test_check_invalid_model_exits_2_with_one_located_line(write_model):
     result = run("check", path)
     assert result.exit_code == 2
     assert result.stderr == f"{path}:5:10: error: unknown op 'relux' (did you mean 'relu'?)\n"
-    assert "1 failed" in result.stdout
+    assert result.stdout == "1 model checked: 1 invalid (1 error, 0 warnings)\n"
 
 
 def test_check_directory_skips_yaml_that_is_not_a_model(tmp_path, write_model):
