@@ -100,10 +100,10 @@ def ensure_values(model, max_memory: float) -> None:
     if need > max_memory:
         largest = max(model.tape.nodes, key=lambda n: n.size)   # point where the bytes are
         info = largest.meta
-        where = f"; the largest tensor, {info.entry} {list(largest.shape)}, is here" if info else ""
+        where = f" (its largest tensor is {info.entry} {list(largest.shape)}, made on this line)" if info else ""
         raise ModelError(f"a numeric run needs about {human_bytes(need)}, more than the limit of "
                          f"{human_bytes(max_memory)}{where}: use --structural, or smaller dims with "
-                         "--dim NAME=VALUE (or raise --max-memory)", model.path,
+                         "--dim NAME=INT (or raise --max-memory)", model.path,
                          info.line if info else 1, info.col if info else 1)
     model.materialize()
 

@@ -137,7 +137,10 @@ def size(value, key: str = "max-memory") -> float:
         unit = (match.group(2) or "").upper() if match else None
         if match is None or unit not in UNITS:
             raise SettingsError(f"{key} must be a size such as 512MiB or 2GB, not {value!r}", key)
-        value = float(match.group(1)) * UNITS[unit]
+        number = float(match.group(1)) * UNITS[unit]
+        if not 0 < number < math.inf:     # named as written: '0KB', not 0.0
+            raise SettingsError(f"{key} must be a size above zero such as 512MiB or 2GB, not {value!r}", key)
+        value = number
     return positive(value, key)
 
 

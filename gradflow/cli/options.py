@@ -12,7 +12,7 @@ import click
 from gradflow.cli.exits import Exit
 
 # Patterns used through re.match are compiled on first use, not at every start-up.
-DIM = r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]{1,18})\s*\Z"
+DIM = r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(-?[0-9]+)\s*\Z"
 
 
 def parse_dims(ctx, param, values) -> dict:
@@ -22,6 +22,9 @@ def parse_dims(ctx, param, values) -> dict:
         match = re.match(DIM, item, re.ASCII)
         if match is None:    # a size below 1 is refused by the model, at the dim it overrides
             raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
+        digits = len(match[2].lstrip("-0"))
+        if digits > 18:   # before int(): 5,000 digits would not convert (nor be worth echoing)
+            raise click.BadParameter(f"{match[1]} has {digits:,} digits; a dim has at most 18")
         dims[match[1]] = int(match[2])
     return dims
 

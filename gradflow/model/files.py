@@ -67,8 +67,9 @@ def read_at_most(f, count: int) -> bytes:
 
 
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB': sizes in messages, in binary units."""
+    """1536 -> '1.5 KiB': sizes in messages, in binary units, three digits or whole (1000 B,
+    never 1e+03 B)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
-            return f"{n:.3g} {unit}"
+            return f"{n:.3g} {unit}" if n < 1000 else f"{n:.0f} {unit}"
         n /= 1024

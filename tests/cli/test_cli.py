@@ -196,8 +196,26 @@ def test_analyze_max_memory_refuses_a_large_numeric_run():
     assert result.exit_code == 2
     assert "transformer.yaml:52:7: error: a numeric run needs about 654 KiB, more than the limit of 1 KiB" \
         in result.stderr
-    assert "the largest tensor, block.0.w1 [16, 64], is here" in result.stderr
+    assert "(its largest tensor is block.0.w1 [16, 64], made on this line)" in result.stderr
     assert "--structural" in result.stderr
+    decimal = run("analyze", str(MODELS / "transformer.yaml"), "--max-memory", "1KB")
+    assert "more than the limit of 1000 B (" in decimal.stderr          # not '1e+03 B'
+
+
+@pytest.mark.parametrize("given", ["0", "0KB", "0.0GiB", "1e400"])
+def test_max_memory_of_nothing_or_infinity_is_named_as_written(given):
+    result = run("analyze", str(MODELS / "gan.yaml"), "--max-memory", given)
+    assert result.exit_code == 2
+    assert f"SIZE must be a size above zero such as 512MiB or 2GB, not '{given}'" in result.stderr
+
+
+@pytest.mark.parametrize("digits", ["9" * 19, "-" + "9" * 19, "9" * 5000])
+def test_dim_with_too_many_digits_says_so(digits):
+    result = run("analyze", str(MODELS / "gan.yaml"), "--dim", f"batch={digits}")
+    assert result.exit_code == 2
+    assert f"Invalid value for '--dim': batch has {len(digits.lstrip('-')):,} digits; a dim has at most 18\n" \
+        in result.stderr
+    assert run("analyze", str(MODELS / "gan.yaml"), "--dim", "batch=" + "0" * 30 + "4").exit_code == 0
 
 
 def test_analyze_dim_and_seed_flags(tmp_path):
