@@ -84,6 +84,15 @@ def fail_on_model_error(func):
     return wrapper
 
 
+def set_no_color(ctx, param, value) -> None:
+    if value:     # the group's ctx.obj, which each command's context shares
+        ctx.obj["no_color"] = True
+
+
+# --no-color after the command too (`gradflow check models/ --no-color`), as before it.
+no_color_option = click.option("--no-color", is_flag=True, expose_value=False, callback=set_no_color,
+                               help="No colours, even on a terminal.")
+
 dim_option = click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
                           help="Override a dim of the model file.")
 seed_option = click.option("--seed", type=click.IntRange(0, 2 ** 63 - 1), default=None, metavar="N",

@@ -97,6 +97,17 @@ def test_colour_follows_terminal_no_color_and_flag():
     assert "\x1b[" not in run("analyze", str(MODELS / "gan.yaml"), env={**forced, "NO_COLOR": "1"}).output
 
 
+@pytest.mark.parametrize("command", [["analyze", "M"], ["check", "M"], ["why", "M", "G.w1"], ["graph", "M"],
+                                     ["gradcheck", "M", "--samples", "1"], ["ops"]])
+def test_no_color_after_the_command_works_as_before_it(command):
+    forced = {"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm"}
+    args = [str(MODELS / "gan.yaml") if a == "M" else a for a in command]
+    assert "\x1b[" in run(*args, env=forced).output
+    after = run(*args, "--no-color", env=forced)
+    assert after.exit_code == 0 and "\x1b[" not in after.output
+    assert after.output == run("--no-color", *args, env=forced).output
+
+
 def test_analyze_loss_filter_keeps_only_that_column():
     doc = json.loads(run("analyze", str(MODELS / "gan.yaml"), "--loss", "g_loss", "--format", "json").stdout)
     assert [l["name"] for l in doc["losses"]] == ["g_loss"]
