@@ -1,5 +1,10 @@
 """A small CNN classifier with BatchNorm in training mode: batch statistics are part
-of the gradient, running statistics are buffers, not parameters."""
+of the gradient, running statistics are buffers, not parameters.
+
+The convolutions keep their bias, and `gradflow check` warns about it (GF108, norms
+near 1e-16): BatchNorm subtracts the batch mean, which removes any constant a bias
+adds, so its gradient is zero up to rounding. Such a bias never learns;
+`nn.Conv2d(..., bias=False)` is the usual way to leave it out."""
 
 import torch
 import torch.nn as nn

@@ -64,6 +64,14 @@ def test_example_check_fails_on_the_gan_bug_naming_the_detach_line():
     assert detach in gf110["message"]
 
 
+def test_example_cnn_warns_only_that_biases_before_batchnorm_never_learn():
+    # As its docstring says: BatchNorm removes the constant a bias adds, so that gradient is ~0.
+    result = run_cli("check", "--format", "json", f"{EXAMPLES / 'cnn_batchnorm.py'}:cnn_step")
+    assert result.exit_code == 0
+    [gf108] = json.loads(result.stdout)["files"][0]["findings"]
+    assert (gf108["rule"], gf108["params"]) == ("GF108", ["conv1.bias", "conv2.bias"])
+
+
 def test_example_forgotten_detach_is_gf104():
     result = run_cli("check", "--format", "json", f"{EXAMPLES / 'actor_critic.py'}:actor_critic_bug")
     findings = json.loads(result.stdout)["files"][0]["findings"]
