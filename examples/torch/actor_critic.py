@@ -2,7 +2,10 @@
 advantage, which must be detached so that the policy loss does not train the critic.
 
 `actor_critic_step` detaches it. `actor_critic_bug` forgets to: the policy loss then
-sends gradient into the critic (GF104), silently fighting the critic's own loss.
+sends gradient into the critic, silently fighting the critic's own loss. With the same
+expectations as the right step, `gradflow check` fails on it (GF100: the critic is
+meant to be blocked from the policy loss) and warns that the gradient leaves the
+policy loss's wrt (GF104).
 """
 
 import torch
@@ -33,17 +36,18 @@ def inputs():
     return torch.randn(16, 6), torch.randint(0, 3, (16,)), torch.randn(16)
 
 
+WRT = {"policy_loss": ["actor.*"], "critic_loss": ["critic.*"]}
+EXPECT = {"policy_loss": {"flows": ["actor.*"], "blocked": ["critic.*"]},
+          "critic_loss": {"flows": ["critic.*"], "unreachable": ["actor.*"]}}
+
+
 def actor_critic_step():
     torch.manual_seed(0)
-    return {"module": ActorCritic(), "inputs": inputs(),
-            "wrt": {"policy_loss": ["actor.*"], "critic_loss": ["critic.*"]},
-            "expect": {"policy_loss": {"flows": ["actor.*"], "blocked": ["critic.*"]},
-                       "critic_loss": {"flows": ["critic.*"], "unreachable": ["actor.*"]}},
+    return {"module": ActorCritic(), "inputs": inputs(), "wrt": WRT, "expect": EXPECT,
             "description": "A2C: the advantage is detached in the policy loss"}
 
 
 def actor_critic_bug():
     torch.manual_seed(0)
-    return {"module": ActorCritic(detach=False), "inputs": inputs(),
-            "wrt": {"policy_loss": ["actor.*"], "critic_loss": ["critic.*"]},
+    return {"module": ActorCritic(detach=False), "inputs": inputs(), "wrt": WRT, "expect": EXPECT,
             "description": "A2C with the advantage's detach forgotten"}

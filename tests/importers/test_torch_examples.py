@@ -72,10 +72,13 @@ def test_example_cnn_warns_only_that_biases_before_batchnorm_never_learn():
     assert (gf108["rule"], gf108["params"]) == ("GF108", ["conv1.bias", "conv2.bias"])
 
 
-def test_example_forgotten_detach_is_gf104():
+def test_example_forgotten_detach_fails_check_and_is_gf104():
     result = run_cli("check", "--format", "json", f"{EXAMPLES / 'actor_critic.py'}:actor_critic_bug")
+    assert result.exit_code == 1     # the right step's expectations do not hold
     findings = json.loads(result.stdout)["files"][0]["findings"]
     assert {(f["rule"], f["loss"]) for f in findings if f["rule"] == "GF104"} == {("GF104", "policy_loss")}
+    [gf100] = [f for f in findings if f["rule"] == "GF100"]
+    assert gf100["loss"] == "policy_loss" and all(p.startswith("critic.") for p in gf100["params"])
 
 
 @pytest.mark.parametrize("file, func", [s for s in STEPS if s[1] not in ("gan_step_bug", "actor_critic_bug")])
