@@ -84,10 +84,15 @@ def test_check_sarif_lists_results_with_regions():
     assert region["startLine"] > 0 and region["startColumn"] > 0
 
 
-def test_check_markdown_has_a_table_per_model():
-    out = run("check", BUG, "--format", "markdown").stdout
-    assert "| `G.w1` | [4, 16] | blocked" in out
-    assert "**1 checked, 1 failed**" in out
+def test_check_markdown_has_a_table_per_model_with_intent_and_verdict_as_the_table_has():
+    invalid = str(ROOT / "tests/models/invalid/clip_bound_not_a_number.yaml")
+    out = run("check", BUG, str(MODELS / "gan.yaml"), invalid, "--format", "markdown").stdout
+    assert "| `G.w1` | [4, 16] | blocked (`stop_gradient` in `d_fake` L45) *(intended)* | blocked (" in out
+    assert out.count("*(intended)*") == 6        # d_loss blocks G on purpose, in both files
+    assert ("**verdict:** d_loss trains 3 parameters; g_loss trains 0 parameters; no gradient reaches "
+            "G.w1, G.b1, G.w2; 4 errors, 0 warnings\n") in out
+    assert "**verdict:** d_loss trains 3 parameters; g_loss trains 6 parameters; 0 errors, 0 warnings\n" in out
+    assert out.endswith("**3 checked: 1 failed, 1 invalid**\n")
 
 
 def test_colour_follows_terminal_no_color_and_flag():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from gradflow.cli.escape import shown
+from gradflow.cli.render.text import outcome, verdict
 
 
-def cell(pair) -> str:
+def cell(pair, intent: str) -> str:
     text = pair.status
     if pair.status == "flows" and pair.norm is not None:
         text += f" {pair.norm:.3g}"
@@ -16,7 +17,7 @@ def cell(pair) -> str:
         text += " (" + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in cuts) + ")"
     if pair.dies_at:
         text += " (dies at " + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in pair.dies_at) + ")"
-    return text
+    return text + " *(intended)*" if intent == "intended" else text
 
 
 def report_lines(report) -> list:
@@ -26,11 +27,14 @@ def report_lines(report) -> list:
              "|---|---|" + "---|" * len(report.losses)]
     for p in report.params:
         shape = "[" + ", ".join(map(str, p.shape)) + "]"
-        lines.append(f"| `{p.name}` | {shape} | " + " | ".join(cell(p.grads[l.name]) for l in report.losses) + " |")
-    if report.findings:
-        lines.append("")
+        lines.append(f"| `{p.name}` | {shape} | "
+                     + " | ".join(cell(p.grads[l.name], report.intent(p.name, l.name)) for l in report.losses) + " |")
+    lines.append("")
     for f in report.findings:
         lines.append(shown(f"- **{f.severity}** {f.rule} `{f.file or f.path}:{f.line}:{f.col}`: {f.message}"))
+    if report.findings:
+        lines.append("")
+    lines.append("**verdict:** " + verdict(report).plain.removeprefix("verdict: "))
     return lines
 
 
@@ -46,6 +50,5 @@ def render_check(results, no_color: bool) -> None:
         else:
             lines += report_lines(r.report)
         lines.append("")
-    failed = sum(r.failed or r.error is not None for r in results)
-    lines.append(f"**{len(results)} checked, {failed} failed**")
+    lines.append(f"**{len(results)} checked: {outcome(results) or 'ok'}**")
     click.echo("\n".join(lines))

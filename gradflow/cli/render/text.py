@@ -23,13 +23,18 @@ def render_check(results, no_color: bool) -> None:
             warnings += f.severity == "warning"
             out.print(finding_line(f), soft_wrap=True)
         out.print(Line(shown(r.path) + ": ", style="dim") + verdict(r.report), soft_wrap=True)
-    invalid = sum(r.error is not None for r in results)     # as the JSON summary counts them
-    failed = sum(r.failed and r.error is None for r in results)
-    bad = ", ".join(f"{n} {word}" for n, word in ((failed, "failed"), (invalid, "invalid")) if n)
+    bad = outcome(results)
     summary = Line(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")
     summary.append(bad or "ok", "bold red" if bad else "green")
     summary.append(f" ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
     out.print(summary)
+
+
+def outcome(results) -> str:
+    """'1 failed, 2 invalid', counted apart as the JSON summary counts them; '' when all pass."""
+    invalid = sum(r.error is not None for r in results)
+    failed = sum(r.failed and r.error is None for r in results)
+    return ", ".join(f"{n} {word}" for n, word in ((failed, "failed"), (invalid, "invalid")) if n)
 
 
 def finding_line(f) -> Line:
