@@ -50,8 +50,10 @@ def verdict(report) -> Line:
     """What matters, in one line: what each loss trains, what gets nothing, the findings."""
     trained = []
     for loss in report.losses:
-        n = sum(p.grads[loss.name].status in ("flows",) and not p.frozen for p in report.params)
-        trained.append(f"{loss.name} trains {n} parameter{'s' * (n != 1)}")
+        reached = [p.name for p in report.params if p.grads[loss.name].status == "flows" and not p.frozen]
+        n = sum(loss.meant_to_train(name) is not False for name in reached)   # in its wrt, if it has one
+        outside = f" (gradient also reaches {len(reached) - n} outside its wrt)" if len(reached) > n else ""
+        trained.append(f"{loss.name} trains {n} parameter{'s' * (n != 1)}{outside}")
     declared = any(l.wrt is not None for l in report.losses)
     starved = [p.name for p in report.params if not p.frozen
                and (not declared or any(l.meant_to_train(p.name) for l in report.losses))
