@@ -1,4 +1,5 @@
-"""Shared fixtures: write a model file into a temporary folder."""
+"""Shared fixtures: the same terminal environment wherever the tests run, and a model file
+written into a temporary folder."""
 
 from __future__ import annotations
 
@@ -19,3 +20,13 @@ def write_model(tmp_path):
         path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
         return str(path)
     return write
+
+
+@pytest.fixture(autouse=True)
+def same_terminal_everywhere(monkeypatch):
+    """What gradflow prints follows FORCE_COLOR, NO_COLOR, COLUMNS and TERM; a runner that sets
+    them (FORCE_COLOR=1 or a dumb TERM are common in CI) must not change what the tests see.
+    A test that wants one of them passes it itself."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
