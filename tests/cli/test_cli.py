@@ -289,6 +289,15 @@ def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_
     assert out.count("(intended)") == 5      # each on the line below its "blocked [1]" or "unreachable"
 
 
+def test_a_dumb_terminal_keeps_its_columns_and_gets_no_colour(monkeypatch):
+    # Emacs' shell says TERM=dumb and sets COLUMNS; rich alone would draw 80 columns there.
+    monkeypatch.chdir(ROOT)
+    out = CliRunner().invoke(cli, ["analyze", "models/actor_critic.yaml"],
+                             env={"COLUMNS": "40", "FORCE_COLOR": "1", "TERM": "dumb"}).output
+    assert all(len(line) <= 40 for line in out.splitlines()) and "\x1b[" not in out
+    assert out.count("(intended)") == 5 and "critic.w1    [8, 64]" in out
+
+
 @pytest.mark.parametrize("columns, shown", [("200", ["entries", "tape", "numeric"]), ("60", ["entries"]), ("40", [])])
 def test_gradcheck_in_a_narrow_terminal_leaves_columns_out_and_cuts_no_number(columns, shown):
     out = CliRunner().invoke(cli, ["gradcheck", str(MODELS / "gan.yaml")], env={"COLUMNS": columns, **TERMINAL}).output

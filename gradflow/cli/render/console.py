@@ -55,10 +55,13 @@ def console(no_color: bool = False, stderr: bool = False, file=None) -> Console:
     if file is None:
         file = sys.stderr if stderr else sys.stdout   # looked up now: test runners swap them
     plain = no_color or "NO_COLOR" in os.environ
+    env = environ()
     out = _Console(file=file, no_color=plain, color_system=None if plain else "auto",
-                   highlight=False, soft_wrap=False, _environ=environ())
+                   highlight=False, soft_wrap=False, _environ=env)
     if not out.is_terminal:    # a pipe or a file: whole lines, never wrapped at 80 columns
         out.width = PIPE_WIDTH
+    elif out.is_dumb_terminal and "COLUMNS" in env:   # Emacs' shell: rich would take 80 columns
+        out.size = (int(env["COLUMNS"]), int(env.get("LINES", 25)))
     return out
 
 
