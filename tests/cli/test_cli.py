@@ -289,6 +289,17 @@ def test_analyze_table_too_narrow_for_one_loss_wraps_its_cells_and_cuts_no_name_
     assert out.count("(intended)") == 5      # each on the line below its "blocked [1]" or "unreachable"
 
 
+def test_analyze_in_a_narrow_terminal_wraps_a_norm_range_whole_never_inside_it(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = CliRunner().invoke(cli, ["analyze", "models/transformer.yaml"], env={"COLUMNS": "50", **TERMINAL}).output
+    piped = CliRunner().invoke(cli, ["analyze", "models/transformer.yaml"]).output    # whole lines
+
+    def numbers(text):       # of the table below its header: none cut, as '0.0213..0.03' and '35'
+        body = text.split("─\n", 1)[1].split("cells:")[0]
+        return [token for token in body.split() if token[0].isdigit() and not token.endswith("]")]
+    assert numbers(out) == numbers(piped) and sum(".." in token for token in numbers(out)) >= 10
+
+
 def test_a_dumb_terminal_keeps_its_columns_and_gets_no_colour(monkeypatch):
     # Emacs' shell says TERM=dumb and sets COLUMNS; rich alone would draw 80 columns there.
     monkeypatch.chdir(ROOT)

@@ -103,6 +103,13 @@ def emit(out: Console, renderable, whole: int | None = None) -> None:
     out.file.write(text + "\n")
 
 
+def widths(out: Console, table):
+    """A table's width with nothing wrapped (maximum), and with every cell wrapped between
+    words but none cut (minimum), as rich measures it: emit's ``whole``."""
+    from rich.measure import Measurement
+    return Measurement.get(out, out.options.update_width(10 ** 4), table)
+
+
 def between_words(text: Text, width: int) -> Text:
     """``text`` with its spaces turned into line breaks where a line would pass ``width``;
     continuation lines are indented under the first word after the line's own indent

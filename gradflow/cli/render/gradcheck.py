@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from rich import box
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from gradflow.cli.render.console import console, emit
+from gradflow.cli.render.console import console, emit, widths
 
 
 COLUMNS = ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result")
@@ -54,12 +53,6 @@ def cells(c, why: bool = True) -> tuple:
     verdict = Text("ok", style="green") if c.ok else Text(f"FAIL at {list(c.worst)}", style="bold red")
     return (c.loss, c.param, str(c.entries), f"{c.max_abs_error:.2g}", f"{c.tape:.4g}",
             f"{c.numeric:.4g}", verdict)
-
-
-def widths(out, t: Table) -> Measurement:
-    """The table's width with nothing wrapped (maximum), and with every cell wrapped between
-    words but none cut (minimum), as rich measures it."""
-    return Measurement.get(out, out.options.update_width(10 ** 4), t)
 
 
 def passed(checks) -> bool:

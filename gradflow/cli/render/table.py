@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradflow.cli.escape import shown
-from gradflow.cli.render.console import console, emit
+from gradflow.cli.render.console import console, emit, widths
 from gradflow.cli.render.text import finding_line, verdict
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red"}
@@ -126,7 +126,8 @@ def shape_text(p) -> str:
 def table(report, losses: list, body: list) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     t.add_column("parameter", no_wrap=True)
-    t.add_column("shape", no_wrap=True)
+    # min_width: a shape's space is no place to wrap, and the table's measure must know it
+    t.add_column("shape", no_wrap=True, min_width=max(len("shape"), *(len(shape) for _, shape, _ in body)))
     for loss in losses:   # a terminal too narrow for one loss: its cells wrap, names stay whole
         t.add_column(shown(loss.name), overflow="fold")
     index = [report.losses.index(l) for l in losses]
@@ -165,7 +166,8 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
         for k, losses in enumerate(loss_groups(report, body, width)):
             if k:
                 out.print()
-            emit(out, table(report, losses, body))
+            t = table(report, losses, body)
+            emit(out, t, widths(out, t).minimum)      # a number or a word is never cut
         out.print(Text("cells: status and gradient L2 norm; ~ partly cut; [n] the notes below", style="dim"))
     elif problems:
         out.print(Text("every pair is as intended", style="green"))
