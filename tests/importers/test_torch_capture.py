@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 from gradflow.importers import import_python  # noqa: E402  (needs torch present)
+from tests.conftest import ROOT  # noqa: E402
 
 GAN = """
 class Step(nn.Module):
@@ -389,3 +390,70 @@ def test_import_in_place_ops_get_valid_entry_names(step_file):
     """)
     names = [t for line in import_python(f"{path}:step").graph for t in line.targets]
     assert len(names) == 6 and all(is_name(n) and "__" not in n for n in names)
+
+
+EXITS = """
+import argparse
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+args = parser.parse_args()      # a script's flags at import: it sees its own argv, not gradflow's
+
+
+class Quits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(2, 1)
+
+    def forward(self, x):
+        sys.exit(4)  # @forward
+
+
+def step_exits():
+    sys.exit(3)  # @step
+
+
+def forward_exits():
+    return {"module": Quits(), "inputs": (torch.randn(3, 2),)}
+
+
+def wrong_shape():  # @wrong
+    return {"module": nn.Linear(2, 2), "inputs": (torch.randn(3, 5),)}
+
+
+class Fine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(2, 1)
+
+    def forward(self, x):
+        return {"loss": self.l(x).sum() * args.lr}
+
+
+def fine():
+    return {"module": Fine(), "inputs": (torch.randn(3, 2),)}
+"""
+
+
+@pytest.mark.parametrize("func, marker, col, message", [
+    ("step_exits", "step", 5, "step_exits() called sys.exit(3)"),
+    ("forward_exits", "forward", 9, "the step's forward called sys.exit(4)"),
+    ("wrong_shape", "wrong", 1, "torch.export could not capture the step: RuntimeError: a and b must have same "
+                                "reduction dim, but got [3, 5] X [2, 2]."),
+])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_users_code_that_exits_or_fails_is_one_located_line_and_the_other_files_are_checked(
+        step_file, func, marker, col, message, jobs):
+    path, line_of = step_file(EXITS)
+    other = str(ROOT / "tests/models/bugs/dqn_target_leak.yaml")
+    result = run_cli("check", "-j", jobs, f"{path}:{func}", other)
+    assert result.exit_code == 2      # an invalid model, beside a failing one
+    assert result.stderr == f"{path}:{line_of(marker)}:{col}: error: {message}\n"   # no torch log, no traceback
+    assert "2 models checked: 1 failed, 1 invalid" in result.stdout
+
+
+def test_a_script_reading_its_flags_at_import_sees_no_arguments_of_gradflows(step_file):
+    path, _ = step_file(EXITS)
+    result = run_cli("check", f"{path}:fine")
+    assert result.exit_code == 0, result.output

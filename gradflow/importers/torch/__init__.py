@@ -5,6 +5,7 @@ The only package in gradflow that imports torch; loaded on demand, never at star
 
 from __future__ import annotations
 
+import logging
 import sys
 from contextlib import contextmanager, redirect_stdout
 
@@ -23,9 +24,21 @@ STATUSES = ("flows", "zero", "blocked", "unreachable")
 def capture_target(file: str, func: str) -> Imported:
     """Run FUNC from FILE, export its module in float64 and translate the graph.
 
-    What the user's code prints goes to stderr: stdout may be carrying a JSON report."""
-    with redirect_stdout(sys.stderr):
+    What the user's code prints goes to stderr: stdout may be carrying a JSON report. torch's
+    own log lines (a failed shape check logs its traceback before raising) are not printed:
+    the error they lead to is one located line."""
+    with redirect_stdout(sys.stderr), no_logging():
         return capture(file, func)
+
+
+@contextmanager
+def no_logging():
+    before = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(before)
 
 
 def capture(file: str, func: str) -> Imported:

@@ -19,7 +19,8 @@ import torch.fx
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 from gradflow.importers.torch.functions import TensorArg
-from gradflow.importers.torch.places import display, frame_source, is_user_frame, user_source, user_source_in_traceback
+from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, user_source,
+                                             user_source_in_traceback)
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
 BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
@@ -142,13 +143,15 @@ def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
             program = torch.export.export(module, inputs, strict=False)
     except ModelError:
         raise
-    except Exception as e:   # torch refused the user's code: say where, in one line
+    except (Exception, SystemExit) as e:   # torch refused the user's code: say where, in one line
         at = user_source_in_traceback(e.__traceback__) or fallback
         raise ModelError(export_message(e), display(at.path), at.line, at.col) from None
     return program, recorder
 
 
-def export_message(error: Exception) -> str:
+def export_message(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"the step's forward {exit_call(error)}"
     text = str(error).strip().splitlines()
     first = text[0] if text else type(error).__name__
     if ".data" in str(error) or "set_data" in str(error):

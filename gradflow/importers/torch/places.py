@@ -78,3 +78,8 @@ def display(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith(os.pardir) else rel
+
+
+def exit_call(error: SystemExit) -> str:
+    """How the user's code ended the process it thought it had: 'called sys.exit(2)'."""
+    return f"called sys.exit({'' if error.code is None else repr(error.code)})"

@@ -2,7 +2,7 @@
 
 Running a ``.py`` target runs the user's code, as pytest does with a test file.
 The file's folder goes first on ``sys.path`` while it is imported, as
-``python FILE.py`` would, so its sibling modules import.
+``python FILE.py`` would, so its sibling modules import, and ``sys.argv`` is ``[FILE.py]``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
-from gradflow.importers.torch.places import display, user_source_in_traceback
+from gradflow.importers.torch.places import display, exit_call, user_source_in_traceback
 
 KEYS = ("module", "inputs", "wrt", "expect", "description")
 
@@ -39,7 +39,7 @@ def load_step(file: str, func: str) -> Step:
     path = Path(file)
     if not path.is_file():
         raise ModelError("no such Python file", file, 1, 1)
-    with first_on_path(str(path.resolve().parent)):   # FUNC may import siblings lazily too
+    with first_on_path(str(path.resolve().parent)), own_argv(file):   # FUNC may import siblings lazily too
         module = run_file(path)
         return call_step(module, func, path, file)
 
@@ -55,6 +55,8 @@ def call_step(module, func: str, path: Path, file: str) -> Step:
         returned = fn()
     except Exception as e:   # the user's own code failed: point at their line
         raise located(e, f"{func}() raised {type(e).__name__}: {e}", source) from None
+    except SystemExit as e:  # not the end of gradflow, nor of the other files being checked
+        raise located(e, f"{func}() {exit_call(e)}", source) from None
     return check_returned(returned, func, source)
 
 
@@ -67,6 +69,17 @@ def first_on_path(folder: str):
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
+
+
+@contextmanager
+def own_argv(file: str):
+    """sys.argv as ``python FILE.py`` has it, not gradflow's: a script's argparse at import
+    then sees no arguments rather than ``check FILE.py:FUNC``."""
+    argv, sys.argv = sys.argv, [file]
+    try:
+        yield
+    finally:
+        sys.argv = argv
 
 
 def run_file(path: Path):
@@ -83,6 +96,9 @@ def run_file(path: Path):
     except Exception as e:
         raise located(e, f"importing {path} raised {type(e).__name__}: {e}",
                       Source(str(path.resolve()), 1, 1)) from None
+    except SystemExit as e:   # a script's argparse or sys.exit at import
+        raise located(e, f"importing {path} {exit_call(e)} (is the training run behind "
+                         "`if __name__ == '__main__':`?)", Source(str(path.resolve()), 1, 1)) from None
     return module
 
 
@@ -96,7 +112,7 @@ def def_source(fn, path: Path) -> Source:
     return Source(os.path.abspath(file), line, 1)
 
 
-def located(error: Exception, message: str, fallback: Source) -> ModelError:
+def located(error: BaseException, message: str, fallback: Source) -> ModelError:
     """A ModelError at the innermost user frame of ``error``'s traceback (else ``fallback``)."""
     at = user_source_in_traceback(error.__traceback__) or fallback
     return ModelError(message, display(at.path), at.line, at.col)
