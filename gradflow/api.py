@@ -36,9 +36,15 @@ def load_weights(model: Model, path) -> None:
 
 
 def load_python(target: str, dims, seed, weights, dtype) -> Model:
-    from gradflow.importers import import_python
+    from gradflow.importers import at_python_line, import_python
     imported = import_python(target)
-    model = build(load_spec(target, imported.to_yaml()), dims=dims, seed=seed, dtype=dtype)
+    text = imported.to_yaml()
+    try:
+        model = build(load_spec(target, text), dims=dims, seed=seed, dtype=dtype)
+    except ModelError as e:   # of the model file made from the step, which the user never saw
+        if e.path != target:
+            raise
+        raise at_python_line(e, text, imported.source) from None
     model.weights.update(imported.arrays)
     if weights is not None:
         load_weights(model, weights)

@@ -457,3 +457,33 @@ def test_a_script_reading_its_flags_at_import_sees_no_arguments_of_gradflows(ste
     path, _ = step_file(EXITS)
     result = run_cli("check", f"{path}:fine")
     assert result.exit_code == 0, result.output
+
+
+VECTOR_LOSS = """
+class Vector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(2, 1)
+
+    def forward(self, x):
+        return {"loss": self.l(x)}  # @loss
+
+
+def step():  # @def
+    return {"module": Vector(), "inputs": (torch.randn(3, 2),)}
+"""
+
+
+def test_an_error_in_the_model_made_from_a_step_is_at_the_python_line_it_came_from(step_file):
+    # Not at a line of the model file gradflow wrote from the step, which the user never saw,
+    # nor at 'step.py:step:10:16', which no editor or CI annotation can open.
+    path, line_of = step_file(VECTOR_LOSS)
+    result = run_cli("check", f"{path}:step")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"{path}:{line_of('loss')}:25: error: loss 'loss' has shape [3, 1], but a "
+                                    "loss must be a scalar")
+    annotation = run_cli("check", f"{path}:step", "--format", "github").stdout
+    assert annotation.startswith(f"::error file={path},line={line_of('loss')},col=25,")
+    dim = run_cli("analyze", f"{path}:step", "--dim", "batch=4")
+    assert dim.stderr == (f"{path}:{line_of('def')}:1: error: --dim batch=4: the model has no dim 'batch' "
+                          "(it declares no dims)\n")
