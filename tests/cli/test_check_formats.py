@@ -93,7 +93,7 @@ def test_check_markdown_has_a_table_per_model_with_intent_and_verdict_as_the_tab
             "G.w1, G.b1, G.w2; 4 errors, 0 warnings\n") in out
     assert ("**verdict:** d_loss trains 3 parameters; g_loss trains 3 parameters (gradient also reaches 3 "
             "outside its wrt); 0 errors, 0 warnings\n") in out
-    assert out.endswith("**3 checked: 1 failed, 1 invalid**\n")
+    assert out.endswith("**3 models checked: 1 failed, 1 invalid (5 errors, 0 warnings)**\n")   # as text says
 
 
 def test_colour_follows_terminal_no_color_and_flag():

@@ -85,3 +85,14 @@ def test_check_text_ends_each_model_with_its_verdict():
     result = CliRunner().invoke(cli, ["check", str(MODELS / "gan.yaml"), str(MODELS / "vae.yaml")])
     verdicts = [line for line in result.output.splitlines() if ": verdict: " in line]
     assert len(verdicts) == 2 and verdicts[0].startswith(str(MODELS / "gan.yaml"))
+
+
+def test_counts_are_written_with_thousands_separators_everywhere(write_model):
+    path = write_model(REPEATED.replace("times=12", "times=1001"))
+    out = analyze(path)
+    assert "1,002 parameters, 16,020 values" in out and "loss trains 1,002 parameters" in out
+
+
+def test_the_legend_of_a_structural_table_promises_no_norms():
+    assert "cells: status and gradient L2 norm; ~ partly cut" in analyze(MODELS / "gan.yaml")
+    assert "cells: status; ~ partly cut; [n] the notes below" in analyze(MODELS / "gan.yaml", "--structural")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gradflow.cli.escape import shown
-from gradflow.cli.render.text import outcome, verdict
+from gradflow.cli.render.text import summary, verdict
 
 
 def cell(pair, intent: str) -> str:
@@ -50,5 +50,5 @@ def render_check(results, no_color: bool) -> None:
         else:
             lines += report_lines(r.report)
         lines.append("")
-    lines.append(f"**{len(results)} checked: {outcome(results) or 'ok'}**")
+    lines.append(f"**{summary(results).plain}**")
     click.echo("\n".join(lines))

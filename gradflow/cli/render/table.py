@@ -19,7 +19,7 @@ from rich.text import Text
 
 from gradflow.cli.escape import shown
 from gradflow.cli.render.console import console, emit, widths
-from gradflow.cli.render.text import finding_line, verdict
+from gradflow.cli.render.text import finding_line, plural, verdict
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red"}
 SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
@@ -168,7 +168,8 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
                 out.print()
             t = table(report, losses, body)
             emit(out, t, widths(out, t).minimum)      # a number or a word is never cut
-        out.print(Text("cells: status and gradient L2 norm; ~ partly cut; [n] the notes below", style="dim"))
+        norm = "" if report.model["mode"] == "structural" else " and gradient L2 norm"   # no numbers there
+        out.print(Text(f"cells: status{norm}; ~ partly cut; [n] the notes below", style="dim"))
     elif problems:
         out.print(Text("every pair is as intended", style="green"))
     for text, n in notes.texts.items():
@@ -179,6 +180,3 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
         out.print(finding_line(f), soft_wrap=not out.is_terminal)
     out.print(verdict(report), soft_wrap=not out.is_terminal)
 
-
-def plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"

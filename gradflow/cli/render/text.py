@@ -13,28 +13,30 @@ STYLE = {"error": "bold red", "warning": "yellow"}
 
 def render_check(results, no_color: bool) -> None:
     out = output(no_color)
-    errors = warnings = 0
     for r in results:
         if r.error is not None:   # already on stderr as FILE:LINE:COL: error: ...
-            errors += 1
             continue
         for f in r.report.findings:
-            errors += f.severity == "error"
-            warnings += f.severity == "warning"
             out.print(finding_line(f), soft_wrap=True)
         out.print(Line(shown(r.path) + ": ", style="dim") + verdict(r.report), soft_wrap=True)
-    bad = outcome(results)
-    summary = Line(f"{len(results)} model{'s' * (len(results) != 1)} checked: ")
-    summary.append(bad or "ok", "bold red" if bad else "green")
-    summary.append(f" ({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)})")
-    out.print(summary)
+    out.print(summary(results))
 
 
-def outcome(results) -> str:
-    """'1 failed, 2 invalid', counted apart as the JSON summary counts them; '' when all pass."""
+def summary(results) -> Line:
+    """'3 models checked: 1 failed, 1 invalid (5 errors, 0 warnings)': failed and invalid
+    models counted apart as the JSON summary counts them; an invalid model is one error."""
     invalid = sum(r.error is not None for r in results)
     failed = sum(r.failed and r.error is None for r in results)
-    return ", ".join(f"{n} {word}" for n, word in ((failed, "failed"), (invalid, "invalid")) if n)
+    bad = ", ".join(f"{n:,} {word}" for n, word in ((failed, "failed"), (invalid, "invalid")) if n)
+    errors = invalid + sum(r.report.errors for r in results if r.error is None)
+    warnings = sum(r.report.warnings for r in results if r.error is None)
+    line = Line(f"{plural(len(results), 'model')} checked: ")
+    line.append(bad or "ok", "bold red" if bad else "green")
+    return line.append(f" ({plural(errors, 'error')}, {plural(warnings, 'warning')})")
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def finding_line(f) -> Line:
@@ -52,8 +54,8 @@ def verdict(report) -> Line:
     for loss in report.losses:
         reached = [p.name for p in report.params if p.grads[loss.name].status == "flows" and not p.frozen]
         n = sum(loss.meant_to_train(name) is not False for name in reached)   # in its wrt, if it has one
-        outside = f" (gradient also reaches {len(reached) - n} outside its wrt)" if len(reached) > n else ""
-        trained.append(f"{loss.name} trains {n} parameter{'s' * (n != 1)}{outside}")
+        outside = f" (gradient also reaches {len(reached) - n:,} outside its wrt)" if len(reached) > n else ""
+        trained.append(f"{loss.name} trains {plural(n, 'parameter')}{outside}")
     declared = any(l.wrt is not None for l in report.losses)
     starved = [p.name for p in report.params if not p.frozen
                and (not declared or any(l.meant_to_train(p.name) for l in report.losses))
@@ -62,6 +64,6 @@ def verdict(report) -> Line:
     if starved:
         line.append("; no gradient reaches " + shown(", ".join(collapse(starved))), "bold red")
     errors, warnings = report.errors, report.warnings
-    line.append(f"; {errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}",
+    line.append(f"; {plural(errors, 'error')}, {plural(warnings, 'warning')}",
                 "bold red" if errors else "yellow" if warnings else "green")
     return line
