@@ -45,21 +45,40 @@ def load_weights(model, path: str) -> None:
     """Check every member of ``path`` against the model and keep it for ``materialize``.
 
     A shape or dtype mismatch is an error at the tensor's definition; a key that
-    names nothing is a warning (the model may simply not use it).
+    names nothing is a warning (the model may simply not use it), and so is a parameter
+    the archive has no value for: the report would be about its initial value, not the
+    trained one the user means (inputs may well be left to their init).
     """
     archive = Archive(str(path))
     tensors = {**model.inputs, **model.params}
+    found, unknown = set(), []
     try:
         for info in members(archive):
             key = info.filename[:-len(".npy")]
             if key not in tensors:
-                model.warnings.append(f"{path}: weights key {key!r} names no parameter or input; ignored")
+                unknown.append(key)
                 continue
+            found.add(key)
             model.weights[key] = Member(archive, info.filename, *header(archive, info))
             model.weights[key].check(key, tensors[key], model)
     finally:
         archive.close()
     archive.unread = len(model.weights)
+    if unknown:
+        model.warnings.append(f"{path}: {some(unknown, 'weights key')} {'names' if len(unknown) == 1 else 'name'} "
+                              "no parameter or input; ignored")
+    missing = [name for name in model.params if name not in found]
+    if missing:
+        model.warnings.append(f"{path}: no value for {some(missing, 'parameter')}; "
+                              f"{'it keeps its' if len(missing) == 1 else 'they keep their'} value from the model")
+
+
+def some(names: list, noun: str, most: int = 3) -> str:
+    """"parameter 'a'", "2 parameters ('a', 'b')", "40 parameters ('a', 'b', 'c', ...)"."""
+    if len(names) == 1:
+        return f"{noun} {names[0]!r}"
+    shown = ", ".join(repr(n) for n in names[:most]) + (", ..." if len(names) > most else "")
+    return f"{len(names):,} {noun}s ({shown})"
 
 
 def check_archive(path: str) -> None:

@@ -104,7 +104,21 @@ def test_weights_unknown_key_is_never_read(tmp_path):
     path = zip_of(tmp_path / "w.npz", {"nothing.npy": b"\x80\x04K\x01." * 100})
     m = gradflow.load(TAPE, weights=path)
     m.materialize()
-    assert m.warnings == [f"{path}: weights key 'nothing' names no parameter or input; ignored"]
+    assert m.warnings == [f"{path}: weights key 'nothing' names no parameter or input; ignored",
+                          f"{path}: no value for 2 parameters ('x', 'y'); they keep their value from the model"]
+
+
+def test_weights_that_miss_parameters_or_name_others_say_so_once_each(tmp_path):
+    # A state dict saved with a 'module.' prefix matches nothing: two warnings, not one per key,
+    # and the parameters left at their init are named, since the report is not about trained values.
+    path = tmp_path / "w.npz"
+    np.savez(path, **{f"module.{k}": np.zeros(3) for k in ("a", "b", "c", "d")}, x=np.array(1.0))
+    m = gradflow.load(TAPE, weights=path)
+    assert m.warnings == [f"{path}: 4 weights keys ('module.a', 'module.b', 'module.c', ...) name no parameter "
+                          "or input; ignored",
+                          f"{path}: no value for parameter 'y'; it keeps its value from the model"]
+    np.savez(path, x=np.array(1.0), y=np.array(1.0))
+    assert gradflow.load(TAPE, weights=path).warnings == []
 
 
 def test_weights_zip_bomb_shape_is_checked_before_decompressing(tmp_path):
