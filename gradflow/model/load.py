@@ -301,8 +301,13 @@ class Loader:
             raise self.fail("no losses: add 'losses: [NAME]' naming the scalar(s) backward starts from",
                             node or root)
         if isinstance(node.value, list):
-            return {self.string(n, "loss"): LossSpec(n.value, None, place_of(n), self.source)
-                    for n in node.value}
+            out = {}
+            for n in node.value:
+                name = self.string(n, "loss")
+                if name in out:    # a mapping's repeated key is refused as YAML; the list's too
+                    raise self.fail(f"losses: {name!r} is listed twice", n)
+                out[name] = LossSpec(n.value, None, place_of(n), self.source)
+            return out
         out = {}
         for key, value in self.mapping(node, "losses").items():
             wrt, source = None, self.source
