@@ -15,7 +15,7 @@ from gradflow.cli.options import (common_model_options, dim_option, fail_on_mode
 
 
 def positive_float(ctx, param, value):
-    """A finite number above zero (--eps) or at least zero (--rtol)."""
+    """A finite number above zero (--eps) or at least zero (--rtol, --atol)."""
     if value is None:
         return None
     if not math.isfinite(value) or value < 0 or (value == 0 and param.name == "eps"):
@@ -95,7 +95,9 @@ def graph(ctx, model, fmt, losses, dims):
 @click.option("--eps", type=float, default=1e-6, show_default=True, callback=positive_float,
               help="Finite-difference step.")
 @click.option("--rtol", type=float, default=1e-4, show_default=True, callback=positive_float,
-              help="Relative tolerance.")
+              help="Relative tolerance: an error within RTOL of the larger of the two passes.")
+@click.option("--atol", type=float, default=1e-7, show_default=True, callback=positive_float,
+              help="Absolute tolerance added to it: below ATOL, differences are finite-difference noise.")
 @click.option("--samples", type=click.IntRange(1), default=8, show_default=True,
               help="Entries nudged per parameter (all of them for smaller ones).")
 @dim_option
@@ -103,14 +105,14 @@ def graph(ctx, model, fmt, losses, dims):
 @no_color_option
 @click.pass_context
 @fail_on_model_error
-def gradcheck(ctx, model, eps, rtol, samples, dims, seed):
+def gradcheck(ctx, model, eps, rtol, atol, samples, dims, seed):
     """Compare the tape's gradients with central finite differences (exit 1 on a mismatch)."""
     import gradflow
     from gradflow.analysis.gradcheck import gradcheck as check_gradients
     from gradflow.cli.render import gradcheck as render_gradcheck
     from gradflow.cli.run import start_work
     start_work()
-    checks = check_gradients(gradflow.load(model, dims=dims or None, seed=seed), eps=eps, rtol=rtol,
+    checks = check_gradients(gradflow.load(model, dims=dims or None, seed=seed), eps=eps, rtol=rtol, atol=atol,
                              samples=samples)
     render_gradcheck.render(checks, ctx.obj["no_color"])
     sys.exit(Exit.OK if render_gradcheck.passed(checks) else Exit.FAILED)

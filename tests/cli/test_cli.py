@@ -324,6 +324,16 @@ def test_gradcheck_in_a_narrow_terminal_leaves_columns_out_and_cuts_no_number(co
         assert [float(cell) for cell in row[2:-1]]       # each parses: none is cut to "1.6e…"
 
 
+def test_gradcheck_atol_is_an_option_and_without_it_a_vanishing_gradient_is_judged_too():
+    # layer.0.w's gradient is ~1e-15 and its central difference ~1e-11: noise the default atol forgives.
+    path = str(MODELS / "deep_sigmoid_vanishing.yaml")
+    forgiving = CliRunner().invoke(cli, ["gradcheck", path, "--rtol", "1e-12"])
+    assert forgiving.exit_code == 0 and "pairs compared: ok" in forgiving.output
+    strict = CliRunner().invoke(cli, ["gradcheck", path, "--rtol", "1e-12", "--atol", "0"])
+    assert strict.exit_code == 1
+    assert any(line.startswith("loss   layer.0.w ") and "FAIL" in line for line in strict.output.splitlines())
+
+
 def test_gradcheck_too_narrow_for_a_skip_reason_leaves_it_to_the_line_below():
     path = str(MODELS / "dann_grad_reverse.yaml")
     out = CliRunner().invoke(cli, ["gradcheck", path], env={"COLUMNS": "40", **TERMINAL}).output

@@ -27,6 +27,8 @@ GAN = str(MODELS / "gan.yaml")
     ["gradcheck", TAPE, "--rtol", "-1"],
     ["gradcheck", TAPE, "--rtol", "nan"],
     ["gradcheck", TAPE, "--rtol", "inf"],
+    ["gradcheck", TAPE, "--atol", "-1"],
+    ["gradcheck", TAPE, "--atol", "nan"],
     ["gradcheck", TAPE, "--samples", "0"],
     ["analyze", TAPE, "--max-memory", "nan"],
     ["analyze", TAPE, "--max-memory", "inf"],
