@@ -69,7 +69,9 @@ def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **l
         elif not hint:
             names = list(model.params)
             hint = f" (it has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
-        raise ModelError(f"no parameter {param!r}{hint}", model.path, 1, 1)
+        first = next(iter(model.params), None)      # at the parameters the file declares
+        raise model.error(f"no parameter {param!r}{hint}", model.sources[first]) if first else \
+            ModelError(f"no parameter {param!r}{hint}", model.path, 1, 1)
     graph = Graph(model.tape, model.params)
     _, edges = build_entry_graph(model, graph)
     results = []

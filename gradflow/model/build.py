@@ -76,12 +76,17 @@ class Model:
                 scratch = max(scratch, elements * node.dtype.itemsize)
         return total + scratch
 
+    def error(self, message: str, place) -> ModelError:
+        """An error about the model at ``place``, in the model file or the code it came from."""
+        return ModelError(message, place.file or self.path, place.line, place.col)
+
     def keep_losses(self, names) -> None:
         """Analyse only these losses (and check only their expectations)."""
         for name in names:
-            if name not in self.losses:
-                raise ModelError(f"--loss {name}: the model has no loss {name!r} "
-                                 f"(it has {', '.join(self.losses)})", self.path, 1, 1)
+            if name not in self.losses:   # at the losses the file declares, not at its line 1
+                first = next(iter(self.spec.losses.values()))
+                raise self.error(f"--loss {name}: the model has no loss {name!r} (it has {', '.join(self.losses)})",
+                                 first.source or first.place)
         self.left_out.update({name: t for name, t in self.losses.items() if name not in names})
         self.losses = {name: self.losses[name] for name in names}
         self.spec.losses = {name: self.spec.losses[name] for name in names}

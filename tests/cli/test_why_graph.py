@@ -72,8 +72,8 @@ def test_why_unknown_parameter_is_an_input_error():
 
 def test_why_names_the_parameters_when_none_is_close_and_says_an_input_is_one():
     gan = str(MODELS / "gan.yaml")
-    assert run("why", gan, "nonexistent").stderr.endswith(
-        "error: no parameter 'nonexistent' (it has G.w1, G.b1, G.w2, D.w1, D.b1, D.w2)\n")
+    assert run("why", gan, "nonexistent").stderr == (      # at the first parameter's line, not line 1
+        f"{gan}:23:7: error: no parameter 'nonexistent' (it has G.w1, G.b1, G.w2, D.w1, D.b1, D.w2)\n")
     assert run("why", gan, "z").stderr.endswith(
         "error: no parameter 'z' (it is an input: only parameters are followed)\n")
     assert run("why", gan, "g.w1").stderr.endswith("error: no parameter 'g.w1' (did you mean 'G.w1'?)\n")
