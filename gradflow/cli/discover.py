@@ -45,7 +45,7 @@ def model_files(paths) -> tuple[list, list]:
             is_dir = stat.S_ISDIR(os.stat(path).st_mode)
         except OSError as e:   # FILE.py:FUNC names a function to import, not a file
             items.append(path if is_python_target(path) else
-                         ModelError(f"cannot read: {e.strerror or e}", path, 1, 1))
+                         ModelError(f"cannot read model: {e.strerror or e}", path, 1, 1))
             continue
         if is_dir:
             walk(path, items, warnings)

@@ -157,3 +157,9 @@ def test_check_loads_the_counterfactual_walk_only_for_formats_that_show_it(fmt, 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     last = done.stderr.strip().splitlines()[-1]
     assert last == (str(['gradflow.analysis.counterfactual', 'gradflow.engine.rows']) if loaded else "[]")
+
+
+def test_a_missing_path_reads_the_same_for_check_as_for_analyze(tmp_path):
+    missing = str(tmp_path / "missing.yaml")
+    expected = f"{missing}:1:1: error: cannot read model: No such file or directory\n"
+    assert run("check", missing).stderr == expected and run("analyze", missing).stderr == expected
