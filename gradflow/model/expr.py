@@ -60,6 +60,11 @@ def parse_general(text: str, path: str, origin: Place, quoted: bool = False,
         raise ModelError(f"expression nested deeper than {MAX_DEPTH} levels", path, *places.at(deep))
     if len(text) > MAX_CHARS:
         raise ModelError(f"expression longer than {MAX_CHARS} characters", path, origin.line, origin.col)
+    foreign = non_ascii_code(text)
+    if foreign is not None:   # Python's parser would read a full-width 'ｗ' as the name w
+        ch = text[foreign]
+        raise ModelError(f"non-ASCII character {ch!r} (U+{ord(ch):04X}) in an expression: names and "
+                         "operators are ASCII", path, *places.at(foreign))
     try:
         with warnings.catch_warnings():
             # The parser warns on stderr about sloppy literals ("1if"): make them located errors.
@@ -76,6 +81,19 @@ def parse_general(text: str, path: str, origin: Place, quoted: bool = False,
         restore_integer_segments(tree, stripped)
     tree.gradflow_nodes = flatten(tree, Checker(places, path))   # walked once: the builder reuses the list
     return tree
+
+
+def non_ascii_code(text: str) -> int | None:
+    """Index of the first non-ASCII character outside a quoted string, else None."""
+    quote = None
+    for i, ch in enumerate(text):
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif not ch.isascii():
+            return i
+    return None
 
 
 SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop)
