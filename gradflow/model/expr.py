@@ -85,6 +85,8 @@ def parse_general(text: str, path: str, origin: Place, quoted: bool = False,
 
 def non_ascii_code(text: str) -> int | None:
     """Index of the first non-ASCII character outside a quoted string, else None."""
+    if text.isascii():    # nearly always: no walk in Python
+        return None
     quote = None
     for i, ch in enumerate(text):
         if quote is not None:
