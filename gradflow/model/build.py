@@ -276,8 +276,8 @@ class Builder(ModuleCalls):
         if tensor.size > MAX_ELEMENTS:
             raise ModelError(f"{what}{name} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, "
                              f"more than {MAX_ELEMENTS:.0e}; check the dims", self.path, line, col)
-        raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules",
-                         self.path, line, col)
+        raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules: "
+                         "check repeat counts and nested module calls", self.path, line, col)
 
     def max_nodes(self) -> int:
         """The node limit, for ``repeat`` in modules.py: that module is imported here, so it

@@ -107,3 +107,4 @@ def test_replay_stops_at_the_node_limit_with_the_same_error(write_model, monkeyp
                 gradflow.load(path)
             errors.append(str(caught.value))
     assert errors[0] == errors[1] and "grows past 50 nodes" in errors[0]
+    assert errors[0].endswith("while expanding modules: check repeat counts and nested module calls")
