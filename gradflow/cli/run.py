@@ -181,8 +181,9 @@ def check_exit_code(results) -> Exit:
 
 
 def print_warnings(warnings) -> None:
-    for w in warnings:
-        click.echo(shown(f"warning: {w}"), err=True)
+    """(path, message) pairs as the findings' lines are: 'PATH: warning: message'."""
+    for path, message in warnings:
+        click.echo(shown(f"{path}: warning: {message}"), err=True)
 
 
 def check_save_target(path, inputs, structural=False) -> None:

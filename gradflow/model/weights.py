@@ -65,12 +65,13 @@ def load_weights(model, path: str) -> None:
         archive.close()
     archive.unread = len(model.weights)
     if unknown:
-        model.warnings.append(f"{path}: {some(unknown, 'weights key')} {'names' if len(unknown) == 1 else 'name'} "
-                              "no parameter or input; ignored")
+        model.warnings.append((str(path), f"{some(unknown, 'weights key')} {'names' if len(unknown) == 1 else 'name'} "
+                                          "no parameter or input; ignored"))
     missing = [name for name in model.params if name not in found]
     if missing:
-        model.warnings.append(f"{path}: no value for {some(missing, 'parameter')}; "
-                              f"{'it keeps its' if len(missing) == 1 else 'they keep their'} value from the model")
+        model.warnings.append((str(path), f"no value for {some(missing, 'parameter')}; "
+                                          f"{'it keeps its' if len(missing) == 1 else 'they keep their'} value "
+                                          "from the model"))
 
 
 def some(names: list, noun: str, most: int = 3) -> str:

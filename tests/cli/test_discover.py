@@ -146,7 +146,7 @@ def test_check_directory_symlink_loop_is_one_warning(tmp_path):
     result = run("check", tmp_path, "--format", "json")
     assert result.exit_code == 0, result.output
     assert checked(result) == [str(tmp_path / "again" / "m.yaml")]
-    assert result.stderr == f"warning: {tmp_path / 'again' / 'loop'}: symbolic link loop, not followed\n"
+    assert result.stderr == f"{tmp_path / 'again' / 'loop'}: warning: symbolic link loop, not followed\n"
 
 
 def test_check_file_names_with_control_characters_are_escaped_everywhere(tmp_path):
