@@ -10,7 +10,7 @@ import sys
 import click
 
 from gradflow.cli.exits import Exit
-from gradflow.cli.options import (common_model_options, dim_option, fail_on_model_error, no_color_option, seed_option,
+from gradflow.cli.options import (common_model_options, dim_option, fail_on_model_error, group_flags, seed_option,
                                   with_options)
 
 
@@ -34,7 +34,7 @@ def positive_float(ctx, param, value):
 @click.option("--no-counterfactual", is_flag=True, help="Skip the extra backward passes through stops.")
 @click.option("--expand", is_flag=True, help="One row per parameter, even for repeated instances (table).")
 @click.option("--problems", is_flag=True, help="Only the parameters with a pair not as intended (table).")
-@no_color_option
+@with_options(group_flags)
 @click.pass_context
 @fail_on_model_error
 def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, weights, save_grads,
@@ -61,7 +61,7 @@ def analyze(ctx, model, losses, fmt, dims, seed, dtype, structural, max_memory, 
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Distinct paths shown per loss.")
 @with_options(common_model_options)
-@no_color_option
+@with_options(group_flags)
 @click.pass_context
 @fail_on_model_error
 def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_memory, weights):
@@ -79,7 +79,7 @@ def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_mem
               show_default=True, help="Text, Graphviz or Mermaid.")
 @click.option("--loss", "losses", multiple=True, help="Only what reaches these losses (repeatable).")
 @dim_option
-@no_color_option
+@with_options(group_flags)
 @click.pass_context
 @fail_on_model_error
 def graph(ctx, model, fmt, losses, dims):
@@ -102,7 +102,7 @@ def graph(ctx, model, fmt, losses, dims):
               help="Entries nudged per parameter (all of them for smaller ones).")
 @dim_option
 @seed_option
-@no_color_option
+@with_options(group_flags)
 @click.pass_context
 @fail_on_model_error
 def gradcheck(ctx, model, eps, rtol, atol, samples, dims, seed):
@@ -147,7 +147,7 @@ def schema():
 
 
 @click.command()
-@no_color_option
+@with_options(group_flags)
 @click.pass_context
 @fail_on_model_error
 def ops(ctx):

@@ -12,7 +12,7 @@ import sys
 import click
 
 from gradflow import __version__
-from gradflow.cli.options import (common_model_options, fail_on_model_error, no_color_option, parse_rule_ids,
+from gradflow.cli.options import (common_model_options, fail_on_model_error, group_flags, parse_rule_ids,
                                   with_options)
 
 EXIT_CODES = ("Exit codes: 0 success (warnings allowed unless --strict); 1 a check or gradcheck "
@@ -62,7 +62,7 @@ def cli(ctx, no_color, debug):
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Check files in parallel.")
 @with_options(common_model_options)
-@no_color_option
+@with_options(group_flags)
 @click.pass_context
 @fail_on_model_error
 def check(ctx, paths, fmt, select, ignore, strict, jobs, dims, seed, dtype, structural, max_memory, weights):

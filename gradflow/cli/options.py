@@ -84,14 +84,20 @@ def fail_on_model_error(func):
     return wrapper
 
 
-def set_no_color(ctx, param, value) -> None:
-    if value:     # the group's ctx.obj, which each command's context shares
-        ctx.obj["no_color"] = True
+def set_group_flag(ctx, param, value) -> None:
+    """A group flag given after the command, as if before it: in the group's ctx.obj (which
+    each command's context shares) and its parameters, where each is read."""
+    if value:
+        ctx.obj[param.name] = ctx.find_root().params[param.name] = True
 
 
-# --no-color after the command too (`gradflow check models/ --no-color`), as before it.
-no_color_option = click.option("--no-color", is_flag=True, expose_value=False, callback=set_no_color,
-                               help="No colours, even on a terminal.")
+# The group's flags after the command too (`gradflow check models/ --no-color`), as before it.
+group_flags = [
+    click.option("--no-color", is_flag=True, expose_value=False, callback=set_group_flag,
+                 help="No colours, even on a terminal."),
+    click.option("--debug", is_flag=True, expose_value=False, callback=set_group_flag,
+                 help="Show Python tracebacks of errors."),
+]
 
 dim_option = click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
                           help="Override a dim of the model file.")

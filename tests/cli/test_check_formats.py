@@ -163,3 +163,11 @@ def test_a_missing_path_reads_the_same_for_check_as_for_analyze(tmp_path):
     missing = str(tmp_path / "missing.yaml")
     expected = f"{missing}:1:1: error: cannot read model: No such file or directory\n"
     assert run("check", missing).stderr == expected and run("analyze", missing).stderr == expected
+
+
+def test_debug_after_the_command_works_as_before_it():
+    invalid = str(ROOT / "tests/models/invalid/clip_bound_not_a_number.yaml")
+    before, after = run("--debug", "analyze", invalid), run("analyze", invalid, "--debug")
+    assert after.exit_code == before.exit_code == 2
+    assert "Traceback" in after.stderr and "Traceback" not in run("analyze", invalid).stderr
+    assert after.stderr.splitlines()[-1] == before.stderr.splitlines()[-1]
