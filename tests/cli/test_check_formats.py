@@ -84,6 +84,13 @@ def test_check_sarif_lists_results_with_regions():
     assert region["startLine"] > 0 and region["startColumn"] > 0
 
 
+def test_check_sarif_describes_every_rule_its_results_name_the_invalid_model_error_too():
+    invalid = str(ROOT / "tests/models/invalid/clip_bound_not_a_number.yaml")
+    [sarif_run] = json.loads(run("check", BUG, invalid, "--format", "sarif").stdout)["runs"]
+    named = {r["ruleId"] for r in sarif_run["results"]}
+    assert "invalid-model" in named and named <= {rule["id"] for rule in sarif_run["tool"]["driver"]["rules"]}
+
+
 def test_check_markdown_has_a_table_per_model_with_intent_and_verdict_as_the_table_has():
     invalid = str(ROOT / "tests/models/invalid/clip_bound_not_a_number.yaml")
     out = run("check", BUG, str(MODELS / "gan.yaml"), invalid, "--format", "markdown").stdout

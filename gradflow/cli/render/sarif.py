@@ -7,6 +7,7 @@ from gradflow.analysis.settings import RULES
 from gradflow.cli.render.json_out import dump
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+INVALID = "invalid-model"
 
 
 def result(rule, level, message, path, line, col) -> dict:
@@ -20,12 +21,14 @@ def render_check(results, no_color: bool) -> None:
     for r in results:
         if r.error is not None:
             e = r.error
-            out.append(result("invalid-model", "error", e.message, e.path, e.line or 1, e.col or 1))
+            out.append(result(INVALID, "error", e.message, e.path, e.line or 1, e.col or 1))
         else:
             out += [result(f.rule, f.severity, f.message, f.file or f.path, f.line, f.col) for f in r.report.findings]
+    # Every ruleId a result names is described, the invalid-model error too.
+    described = {**RULES, INVALID: ("error", "the model file (or Python step) cannot be read or built")}
     rules = [{"id": rule, "shortDescription": {"text": text},
               "defaultConfiguration": {"level": "none" if level == "off" else level}}
-             for rule, (level, text) in RULES.items()]
+             for rule, (level, text) in described.items()]
     dump({"$schema": SCHEMA, "version": "2.1.0",
           "runs": [{"tool": {"driver": {"name": "gradflow", "version": gradflow.__version__,
                                         "rules": rules}},
