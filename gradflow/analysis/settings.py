@@ -31,8 +31,8 @@ RULES = {
     "GF105": ("error", "a loss or gradient is NaN or infinite"),
     "GF106": ("warning", "a stop-gradient is redundant"),
     "GF107": ("warning", "a path exists but the gradient is exactly zero"),
-    "GF108": ("warning", "vanishing gradient: norm below `vanishing`"),
-    "GF109": ("warning", "exploding gradient: norm above `exploding`"),
+    "GF108": ("warning", "vanishing gradient: norm below the vanishing setting"),
+    "GF109": ("warning", "exploding gradient: norm above the exploding setting"),
     "GF110": ("error", "a loss is wired to no parameter: it trains nothing"),
 }
 KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")

@@ -178,3 +178,11 @@ def test_debug_after_the_command_works_as_before_it():
     assert after.exit_code == before.exit_code == 2
     assert "Traceback" in after.stderr and "Traceback" not in run("analyze", invalid).stderr
     assert after.stderr.splitlines()[-1] == before.stderr.splitlines()[-1]
+
+
+def test_rule_descriptions_are_plain_text_for_junit_and_sarif():
+    # They are JUnit test names and SARIF descriptions, where markdown backticks show as such.
+    root = ET.fromstring(run("check", str(MODELS / "gan.yaml"), "--format", "junit").stdout)
+    names = [case.get("name") for case in root.iter("testcase")]
+    assert len(names) == 11 and not any("`" in name for name in names)
+    assert "GF108 vanishing gradient: norm below the vanishing setting" in names
