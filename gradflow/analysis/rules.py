@@ -261,7 +261,8 @@ def check_losses_and_stops(ctx: Context) -> None:
         if loss.value is not None and not math.isfinite(loss.value):
             spec = ctx.model.spec.losses[loss.name]
             place = spec.source or spec.place
-            ctx.add("GF105", f"loss {loss.name} is {loss.value}", place, loss=loss.name)
+            value = "NaN" if math.isnan(loss.value) else f"{loss.value:+}"     # 'NaN', '+inf', '-inf'
+            ctx.add("GF105", f"the value of loss {loss.name!r} is {value}", place, loss=loss.name)
     for stop in ctx.report.stops:
         if stop.redundant:
             c = stop.cut

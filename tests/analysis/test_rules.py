@@ -93,6 +93,13 @@ graph:
 losses: [loss]
 """)
     assert {r for r, _, _ in found} == {"GF105"}
+    messages = [f.message for f in gradflow.analyze(gradflow.load(write_model(HEAD + """
+graph:
+  loss: sum(log(w - 2) * v)
+  big: sum(exp(w * 1000))
+losses: [loss, big]
+"""))).findings if f.rule == "GF105" and f.param is None]
+    assert messages == ["the value of loss 'loss' is NaN", "the value of loss 'big' is +inf"]
 
 
 def test_gf107_zero_gradient_warns(write_model):
