@@ -41,13 +41,13 @@ def load_python(target: str, dims, seed, weights, dtype) -> Model:
     text = imported.to_yaml()
     try:
         model = build(load_spec(target, text), dims=dims, seed=seed, dtype=dtype)
+        model.weights.update(imported.arrays)
+        if weights is not None:
+            load_weights(model, weights)
     except ModelError as e:   # of the model file made from the step, which the user never saw
         if e.path != target:
             raise
         raise at_python_line(e, text, imported.source) from None
-    model.weights.update(imported.arrays)
-    if weights is not None:
-        load_weights(model, weights)
     return model
 
 

@@ -17,6 +17,7 @@ from gradflow.analysis.settings import Settings, settings_for
 from gradflow.engine import quiet
 from gradflow.errors import ModelError
 from gradflow.model.files import human_bytes
+from gradflow.model.spec import Place
 
 GIB = 1024 ** 3
 
@@ -101,10 +102,12 @@ def ensure_values(model, max_memory: float) -> None:
         largest = max(model.tape.nodes, key=lambda n: n.size)   # point where the bytes are
         info = largest.meta
         where = f" (its largest tensor is {info.entry} {list(largest.shape)}, made on this line)" if info else ""
+        # A parameter or input is where its source says (an imported step's Python line), an op where it ran.
+        place = model.sources.get(info.entry) if info and info.call is None else None
+        place = place or info or Place(1, 1)
         raise ModelError(f"a numeric run needs about {human_bytes(need)}, more than the limit of "
                          f"{human_bytes(max_memory)}{where}: use --structural, or smaller dims with "
-                         "--dim NAME=INT (or raise --max-memory)", model.path,
-                         info.line if info else 1, info.col if info else 1)
+                         "--dim NAME=INT (or raise --max-memory)", place.file or model.path, place.line, place.col)
     model.materialize()
 
 

@@ -33,6 +33,8 @@ def parse_dim(text: str, path: str, place: Place) -> DimExpr:
         return ModelError(f"dim expression {text!r}: {message}", path, place.line, place.col)
     if len(text) > 1000:
         raise fail("longer than 1000 characters")
+    if not text.isascii():   # Python's parser would read a full-width 'ｎ' as the dim n
+        raise fail("dim names and operators are ASCII")
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):

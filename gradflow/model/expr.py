@@ -87,10 +87,11 @@ def non_ascii_code(text: str) -> int | None:
     """Index of the first non-ASCII character outside a quoted string, else None."""
     if text.isascii():    # nearly always: no walk in Python
         return None
-    quote = None
+    quote, escaped = None, False
     for i, ch in enumerate(text):
-        if quote is not None:
-            quote = None if ch == quote else quote
+        if quote is not None:     # a backslash escapes the next character, a quote among them
+            quote = None if ch == quote and not escaped else quote
+            escaped = ch == "\\" and not escaped
         elif ch in "'\"":
             quote = ch
         elif not ch.isascii():

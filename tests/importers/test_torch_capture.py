@@ -418,6 +418,10 @@ def forward_exits():
     return {"module": Quits(), "inputs": (torch.randn(3, 2),)}
 
 
+def generator_exit():
+    raise GeneratorExit  # @generator
+
+
 def wrong_shape():  # @wrong
     return {"module": nn.Linear(2, 2), "inputs": (torch.randn(3, 5),)}
 
@@ -439,6 +443,7 @@ def fine():
 @pytest.mark.parametrize("func, marker, col, message", [
     ("step_exits", "step", 5, "step_exits() called sys.exit(3)"),
     ("forward_exits", "forward", 9, "the step's forward called sys.exit(4)"),
+    ("generator_exit", "generator", 5, "generator_exit() raised GeneratorExit"),
     ("wrong_shape", "wrong", 1, "torch.export could not capture the step: RuntimeError: a and b must have same "
                                 "reduction dim, but got [3, 5] X [2, 2]."),
 ])
@@ -487,3 +492,16 @@ def test_an_error_in_the_model_made_from_a_step_is_at_the_python_line_it_came_fr
     dim = run_cli("analyze", f"{path}:step", "--dim", "batch=4")
     assert dim.stderr == (f"{path}:{line_of('def')}:1: error: --dim batch=4: the model has no dim 'batch' "
                           "(it declares no dims)\n")
+
+
+def test_weights_and_memory_errors_of_a_step_are_at_its_python_lines(step_file, tmp_path):
+    import numpy as np
+    path, line_of = step_file(VECTOR_LOSS.replace('{"loss": self.l(x)}', '{"loss": self.l(x).sum()}'))
+    weights = tmp_path / "w.npz"
+    np.savez(weights, **{"l.weight": np.zeros((2, 2))})
+    wrong = run_cli("analyze", f"{path}:step", "--weights", str(weights))
+    assert wrong.stderr == (f"{path}:{line_of('def')}:1: error: weights 'l.weight' in {weights} has shape [2, 2], "
+                            "but the model declares [1, 2]\n")
+    big = run_cli("analyze", f"{path}:step", "--max-memory", "10")     # the largest tensor is the input x
+    assert big.stderr.startswith(f"{path}:{line_of('def')}:1: error: a numeric run needs about ")
+    assert "(its largest tensor is x [3, 2], made on this line)" in big.stderr

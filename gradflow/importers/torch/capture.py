@@ -19,8 +19,8 @@ import torch.fx
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 from gradflow.importers.torch.functions import TensorArg
-from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, user_source,
-                                             user_source_in_traceback)
+from gradflow.importers.torch.places import (USER_ERRORS, display, exit_call, frame_source, is_user_frame,
+                                             user_source, user_source_in_traceback)
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
 BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
@@ -143,7 +143,7 @@ def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
             program = torch.export.export(module, inputs, strict=False)
     except ModelError:
         raise
-    except (Exception, SystemExit) as e:   # torch refused the user's code: say where, in one line
+    except (*USER_ERRORS, SystemExit) as e:   # torch refused the user's code, or it exited: say where
         at = user_source_in_traceback(e.__traceback__) or fallback
         raise ModelError(export_message(e), display(at.path), at.line, at.col) from None
     return program, recorder

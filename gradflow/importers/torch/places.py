@@ -80,6 +80,16 @@ def display(path: str) -> str:
     return path if rel.startswith(os.pardir) else rel
 
 
+# What the user's code may raise that is its failure, not a stop of gradflow: an ordinary
+# exception, or a stray GeneratorExit. KeyboardInterrupt and gradflow's own signal stops pass.
+USER_ERRORS = (Exception, GeneratorExit)
+
+
+def raised(error: BaseException) -> str:
+    """'raised ValueError: boom', or 'raised GeneratorExit' when it says nothing more."""
+    return f"raised {type(error).__name__}" + (f": {error}" if str(error) else "")
+
+
 def exit_call(error: SystemExit) -> str:
     """How the user's code ended the process it thought it had: 'called sys.exit(2)'."""
     return f"called sys.exit({'' if error.code is None else repr(error.code)})"

@@ -19,7 +19,7 @@ import torch
 
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
-from gradflow.importers.torch.places import display, exit_call, user_source_in_traceback
+from gradflow.importers.torch.places import USER_ERRORS, display, exit_call, raised, user_source_in_traceback
 
 KEYS = ("module", "inputs", "wrt", "expect", "description")
 
@@ -53,10 +53,10 @@ def call_step(module, func: str, path: Path, file: str) -> Step:
     source = def_source(fn, path)
     try:
         returned = fn()
-    except Exception as e:   # the user's own code failed: point at their line
-        raise located(e, f"{func}() raised {type(e).__name__}: {e}", source) from None
     except SystemExit as e:  # not the end of gradflow, nor of the other files being checked
         raise located(e, f"{func}() {exit_call(e)}", source) from None
+    except USER_ERRORS as e:   # the user's own code failed: point at their line
+        raise located(e, f"{func}() {raised(e)}", source) from None
     return check_returned(returned, func, source)
 
 
@@ -93,12 +93,12 @@ def run_file(path: Path):
     except SyntaxError as e:
         raise ModelError(f"syntax error: {e.msg}", display(os.path.abspath(e.filename or path)),
                          e.lineno or 1, e.offset or 1) from None
-    except Exception as e:
-        raise located(e, f"importing {path} raised {type(e).__name__}: {e}",
-                      Source(str(path.resolve()), 1, 1)) from None
     except SystemExit as e:   # a script's argparse or sys.exit at import
         raise located(e, f"importing {path} {exit_call(e)} (is the training run behind "
                          "`if __name__ == '__main__':`?)", Source(str(path.resolve()), 1, 1)) from None
+    except USER_ERRORS as e:
+        raise located(e, f"importing {path} {raised(e)}",
+                      Source(str(path.resolve()), 1, 1)) from None
     return module
 
 
