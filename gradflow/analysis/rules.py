@@ -262,7 +262,7 @@ def check_losses_and_stops(ctx: Context) -> None:
             spec = ctx.model.spec.losses[loss.name]
             place = spec.source or spec.place
             value = "NaN" if math.isnan(loss.value) else f"{loss.value:+}"     # 'NaN', '+inf', '-inf'
-            ctx.add("GF105", f"the value of loss {loss.name!r} is {value}", place, loss=loss.name)
+            ctx.add("GF105", f"{loss.name}: the loss is {value}", place, loss=loss.name)   # as its gradients
     for stop in ctx.report.stops:
         if stop.redundant:
             c = stop.cut

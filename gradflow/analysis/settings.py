@@ -139,7 +139,7 @@ def size(value, key: str = "max-memory") -> float:
             raise SettingsError(f"{key} must be a size such as 512MiB or 2GB, not {value!r}", key)
         number = float(match.group(1)) * UNITS[unit]
         if not 0 < number < math.inf:     # named as written: '0KB', not 0.0
-            raise SettingsError(f"{key} must be a size above zero such as 512MiB or 2GB, not {value!r}", key)
+            raise SettingsError(f"{key} must be a finite size above zero such as 512MiB or 2GB, not {value!r}", key)
         value = number
     return positive(value, key)
 

@@ -125,6 +125,7 @@ def import_():
 
 @import_.command("torch")
 @click.argument("target", metavar="FILE.py:FUNC")
+@with_options(group_flags)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model file here (default: stdout).")
 @click.option("--weights-out", type=click.Path(dir_okay=False),
               help="Write parameter values and example inputs here (default with -o: OUTPUT's .npz).")
@@ -137,6 +138,7 @@ def import_torch(ctx, target, output, weights_out):
 
 
 @click.command()
+@with_options(group_flags)
 @fail_on_model_error
 def schema():
     """Print the JSON Schema of the model format (for editors)."""

@@ -21,7 +21,7 @@ def parse_dims(ctx, param, values) -> dict:
     for item in values:
         match = re.match(DIM, item, re.ASCII)
         if match is None:    # a size below 1 is refused by the model, at the dim it overrides
-            raise click.BadParameter(f"{item!r}: expected NAME=INTEGER, e.g. --dim batch=4")
+            raise click.BadParameter(f"{item!r}: expected NAME=INT, e.g. --dim batch=4")
         digits = len(match[2].lstrip("-0"))
         if digits > 18:   # before int(): 5,000 digits would not convert (nor be worth echoing)
             raise click.BadParameter(f"{match[1]} has {digits:,} digits; a dim has at most 18")

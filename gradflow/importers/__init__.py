@@ -15,14 +15,15 @@ from gradflow.errors import ModelError
 # Compiled on first use: the path of a YAML model never needs it.
 TARGET = r"(?P<file>.+\.py):(?P<func>[A-Za-z_][A-Za-z0-9_]*)\Z"
 # What is meant as one: a bare FILE.py, or FILE.py: followed by no name or a bad one.
-MEANT = r"(?P<file>.+\.py)(?::[^/.]*)?\Z"
+MEANT = r"(?P<file>.+\.py)(?::[^/]*)?\Z"
 
 
 def is_python_target(path) -> bool:
     """True for ``FILE.py:FUNC`` (and ``FILE.py`` or ``FILE.py:`` with no function or a bad
     one, so they get a helpful error rather than a file that is not there)."""
     text = str(path)
-    return text.endswith(".py") or ".py:" in text and re.match(MEANT, text) is not None
+    return text.endswith(".py") or ".py:" in text and not text.endswith((".yaml", ".yml")) \
+        and re.match(MEANT, text) is not None
 
 
 def import_python(target: str):

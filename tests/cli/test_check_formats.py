@@ -186,3 +186,10 @@ def test_rule_descriptions_are_plain_text_for_junit_and_sarif():
     names = [case.get("name") for case in root.iter("testcase")]
     assert len(names) == 11 and not any("`" in name for name in names)
     assert "GF108 vanishing gradient: norm below the vanishing setting" in names
+
+
+@pytest.mark.parametrize("command", [["schema"], ["import", "torch", "nothing.py:f"]])
+def test_every_command_takes_the_group_flags_after_it(command):
+    for flag in ("--no-color", "--debug"):
+        result = run(*command, flag)
+        assert "No such option" not in result.output and result.output == run(flag, *command).output

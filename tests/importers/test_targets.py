@@ -29,15 +29,15 @@ def test_import_target_names_a_python_file_and_function():
 @pytest.mark.parametrize("text, meant, whole", [
     ("train.py:step", True, True), ("a.py:b.py:f", True, True), ("ünï.py:_", True, True),
     ("train.py", True, False), ("x.py:", True, False), ("x.py:1f", True, False), ("a.py:f:g", True, False),
-    ("dir/t.py:f\n", True, False), (".py:f", False, False), ("m.yaml", False, False), ("py:f", False, False),
-    ("x.pyc:f", False, False), ("x.py:f/m.yaml", False, False), ("x.py:f.yaml", False, False)])
+    ("dir/t.py:f\n", True, False), ("x.py:a.b", True, False), (".py:f", False, False), ("m.yaml", False, False),
+    ("py:f", False, False), ("x.pyc:f", False, False), ("x.py:f/m.yaml", False, False), ("x.py:f.yaml", False, False)])
 def test_python_target_is_what_the_pattern_says(text, meant, whole):
     # meant: taken for a Python target (a malformed one gets the form's error, not "cannot read");
     # whole: one naming a file and a function
     assert is_python_target(text) == meant and (re.match(TARGET, text) is not None) == whole
 
 
-@pytest.mark.parametrize("target", ["step.py:", "step.py:1f", "step.py:f:g"])
+@pytest.mark.parametrize("target", ["step.py:", "step.py:1f", "step.py:f:g", "step.py:a.b"])
 def test_a_python_target_without_a_good_function_name_says_the_form_at_the_file(tmp_path, target):
     from click.testing import CliRunner
 

@@ -164,7 +164,7 @@ def test_dim_override_malformed_is_usage_error(write_model, dim):
     assert result.exit_code == 2
     assert "Traceback" not in result.stdout + result.stderr
     assert "Invalid value for '--dim'" in result.stderr
-    assert "expected NAME=INTEGER" in result.stderr
+    assert "expected NAME=INT," in result.stderr
 
 
 def test_dim_override_valid_model_passes(write_model):
