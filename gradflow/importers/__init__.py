@@ -43,9 +43,13 @@ def import_python(target: str):
 def at_python_line(error: ModelError, text: str, step) -> ModelError:
     """An error in the model file made from a Python step (``text``), moved to the Python line
     that file's line came from: its entry's ``source:``, else FUNC's def line (``step``)."""
+    import json
+
     from gradflow.importers.torch.places import display
     lines = text.splitlines()
     line = lines[error.line - 1] if error.line and 0 < error.line <= len(lines) else ""
-    match = re.search(r'source: "(.+):([0-9]+):([0-9]+)"', line)
-    path, row, col = (match[1], int(match[2]), int(match[3])) if match else (step.path, step.line, step.col)
-    return ModelError(error.message, display(path), row, col)
+    match = re.search(r'source: ("(?:[^"\\]|\\.)*")', line)    # written by quote(): JSON's escapes
+    if match is None:
+        return ModelError(error.message, display(step.path), step.line, step.col)
+    path, row, col = json.loads(match[1]).rsplit(":", 2)
+    return ModelError(error.message, display(path), int(row), int(col))

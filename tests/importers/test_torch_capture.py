@@ -494,6 +494,14 @@ def test_an_error_in_the_model_made_from_a_step_is_at_the_python_line_it_came_fr
                           "(it declares no dims)\n")
 
 
+def test_a_step_in_a_folder_named_with_a_quote_is_located_there_too(step_file, tmp_path):
+    # The model file quotes source paths with JSON's escapes: the place is read back unescaped.
+    (tmp_path / 'say "hi"').mkdir()
+    path, line_of = step_file(VECTOR_LOSS, name='say "hi"/step.py')
+    result = run_cli("check", f"{path}:step")
+    assert result.stderr.startswith(f"{path}:{line_of('loss')}:25: error: loss 'loss' has shape [3, 1]")
+
+
 def test_weights_and_memory_errors_of_a_step_are_at_its_python_lines(step_file, tmp_path):
     import numpy as np
     path, line_of = step_file(VECTOR_LOSS.replace('{"loss": self.l(x)}', '{"loss": self.l(x).sum()}'))
