@@ -15,7 +15,6 @@ from gradflow.analysis.report import LossReport, Pair, ParamReport, Report, Stop
 from gradflow.analysis.rules import evaluate
 from gradflow.analysis.settings import Settings, settings_for
 from gradflow.engine import quiet
-from gradflow.errors import ModelError
 from gradflow.model.files import human_bytes
 from gradflow.model.spec import Place
 
@@ -105,9 +104,9 @@ def ensure_values(model, max_memory: float) -> None:
         # A parameter or input is where its source says (an imported step's Python line), an op where it ran.
         place = model.sources.get(info.entry) if info and info.call is None else None
         place = place or info or Place(1, 1)
-        raise ModelError(f"a numeric run needs about {human_bytes(need)}, more than the limit of "
-                         f"{human_bytes(max_memory)}{where}: use --structural, or smaller dims with "
-                         "--dim NAME=INT (or raise --max-memory)", place.file or model.path, place.line, place.col)
+        raise model.error(f"a numeric run needs about {human_bytes(need)}, more than the limit of "
+                          f"{human_bytes(max_memory)}{where}: use --structural, or smaller dims with "
+                          "--dim NAME=INT (or raise --max-memory)", place)
     model.materialize()
 
 

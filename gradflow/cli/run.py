@@ -17,6 +17,7 @@ from gradflow.cli import collector
 from gradflow.cli.escape import shown
 from gradflow.cli.exits import Exit
 from gradflow.errors import ModelError, did_you_mean
+from gradflow.model.spec import Place
 
 
 @dataclass(eq=False, repr=False)
@@ -70,8 +71,7 @@ def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **l
             names = list(model.params)
             hint = f" (it has {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
         first = next(iter(model.params), None)      # at the parameters the file declares
-        raise model.error(f"no parameter {param!r}{hint}", model.sources[first]) if first else \
-            ModelError(f"no parameter {param!r}{hint}", model.path, 1, 1)
+        raise model.error(f"no parameter {param!r}{hint}", model.sources[first] if first else Place(1, 1))
     graph = Graph(model.tape, model.params)
     _, edges = build_entry_graph(model, graph)
     results = []
