@@ -25,9 +25,10 @@ def render(checks, no_color: bool) -> None:
     out = console(no_color)
     for columns, why in LAYOUTS if out.is_terminal else LAYOUTS[:1]:
         t = table(columns, [cells(c, why) for c in checks])
-        if widths(out, t).maximum <= out.width:
+        measured = widths(out, t)
+        if measured.maximum <= out.width:
             break
-    emit(out, t, widths(out, t).minimum)
+    emit(out, t, measured.minimum)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
         out.print(f"skipped: {reason}", style="dim")

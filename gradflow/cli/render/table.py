@@ -179,4 +179,3 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
     for f in report.findings:
         out.print(finding_line(f), soft_wrap=not out.is_terminal)
     out.print(verdict(report), soft_wrap=not out.is_terminal)
-
