@@ -12,8 +12,8 @@ import sys
 import click
 
 from gradflow import __version__
-from gradflow.cli.options import (common_model_options, fail_on_model_error, group_flags, parse_rule_ids,
-                                  with_options)
+from gradflow.cli.options import (common_model_options, fail_on_model_error, group_flags, group_options,
+                                  parse_rule_ids, with_options)
 
 EXIT_CODES = ("Exit codes: 0 success (warnings allowed unless --strict); 1 a check or gradcheck "
               "failed; 2 usage error, invalid model or no model found; 130 interrupted.")
@@ -42,8 +42,7 @@ class Commands(click.Group):
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, "--version", prog_name="gradflow")
-@click.option("--no-color", is_flag=True, help="No colours, even on a terminal.")
-@click.option("--debug", is_flag=True, help="Show Python tracebacks of errors.")
+@with_options(group_options)
 @click.pass_context
 def cli(ctx, no_color, debug):
     """Which parameters does each loss train, and if not, why not."""

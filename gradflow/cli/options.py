@@ -91,13 +91,12 @@ def set_group_flag(ctx, param, value) -> None:
         ctx.obj[param.name] = ctx.find_root().params[param.name] = True
 
 
-# The group's flags after the command too (`gradflow check models/ --no-color`), as before it.
-group_flags = [
-    click.option("--no-color", is_flag=True, expose_value=False, callback=set_group_flag,
-                 help="No colours, even on a terminal."),
-    click.option("--debug", is_flag=True, expose_value=False, callback=set_group_flag,
-                 help="Show Python tracebacks of errors."),
-]
+# The group's flags: before the command (the group's own), and after it too
+# (`gradflow check models/ --no-color`), where each command's copy sets the group's value.
+GROUP_FLAGS = {"--no-color": "No colours, even on a terminal.", "--debug": "Show Python tracebacks of errors."}
+group_options = [click.option(flag, is_flag=True, help=text) for flag, text in GROUP_FLAGS.items()]
+group_flags = [click.option(flag, is_flag=True, expose_value=False, callback=set_group_flag, help=text)
+               for flag, text in GROUP_FLAGS.items()]
 
 dim_option = click.option("--dim", "dims", multiple=True, callback=parse_dims, metavar="NAME=INT",
                           help="Override a dim of the model file.")
