@@ -101,8 +101,30 @@ def parse_yaml(text: str | bytes, path: str) -> Node:
         finally:
             parser.dispose()
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc) and isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark:
+            _refuse_depth(text, path, exc.problem_mark)
         raise _yaml_error(exc, path, text) from exc
     return builder.finish()
+
+
+def _refuse_depth(text: str, path: str, mark) -> None:
+    """libyaml (PyYAML 6.0.4 on) refuses nesting past its own limit while it scans ahead,
+    before the events deep enough for ours arrive: read the text up to its mark with the
+    Python parser, whose events reach our limit at the level it is passed. Returns when the
+    text there says nothing else (that error is then libyaml's)."""
+    end = sum(len(line) + 1 for line in text.split("\n", mark.line)[:mark.line]) + mark.column
+    if end > 1 << 20:    # a megabyte deep already: not worth reading twice
+        return
+    parser = yaml.SafeLoader(text[:end])
+    try:
+        _TreeBuilder(path, text, parser.get_event).build()
+    except ModelError as error:
+        if error.message.startswith(f"nesting deeper than {MAX_DEPTH} levels"):
+            raise error from None
+    except yaml.YAMLError:
+        pass
+    finally:
+        parser.dispose()
 
 
 def _is_plain(event) -> bool:

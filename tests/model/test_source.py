@@ -455,3 +455,23 @@ def test_only_the_first_text_check_can_match_ascii():
     assert "\x00" in refused and "\x7f" in refused and "\t" not in refused and "\n" not in refused
     assert source._ASCII_CHECKS[0][1] == source._TEXT_CHECKS[0][1]
     assert not any(re.search(pattern, "".join(ascii_chars)) for pattern, _ in source._TEXT_CHECKS[1:])
+
+
+class ScansAheadToALimit(yaml.SafeLoader):
+    """libyaml from PyYAML 6.0.4: a nesting limit (here 100 levels, or a made-up 'STOP') met
+    while scanning ahead, before the parser has handed out the events of the 65th level."""
+
+    def get_event(self):
+        deep, stop = self.buffer.find("[" * 100), self.buffer.find("STOP")
+        at = deep + 100 if deep >= 0 else stop
+        if at >= 0:
+            mark = yaml.Mark("m.yaml", at, 0, at, None, None)
+            raise yaml.scanner.ScannerError("while scanning", mark, "exceeded maximum nesting depth", mark)
+        return super().get_event()
+
+
+def test_a_parser_that_refuses_deep_nesting_itself_is_still_refused_at_our_level(monkeypatch):
+    monkeypatch.setattr(source, "LOADER", ScansAheadToALimit)
+    assert place_of("x: " + "[" * 20_000 + "]" * 20_000) == (1, 67, "nesting deeper than 64 levels")
+    # Not deeper than ours in the text up to its mark: the parser's own words stand.
+    assert place_of("x: [[1]] STOP") == (1, 10, "invalid YAML: exceeded maximum nesting depth")
