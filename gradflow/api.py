@@ -40,7 +40,9 @@ def load_python(target: str, dims, seed, weights, dtype) -> Model:
     imported = import_python(target)
     text = imported.to_yaml()
     try:
-        model = build(load_spec(target, text), dims=dims, seed=seed, dtype=dtype)
+        spec = load_spec(target, text)
+        spec.step = True
+        model = build(spec, dims=dims, seed=seed, dtype=dtype)
         model.weights.update(imported.arrays)
         if weights is not None:
             load_weights(model, weights)

@@ -158,9 +158,8 @@ def check_wrt(ctx: Context) -> None:
             for name in names:
                 inside.add(name)
                 if name in model.frozen:
-                    ctx.add("GF101", f"{loss.name}: wrt {glob!r} includes {name}, which is frozen "
-                            "(no optimizer updates it): leave it out of wrt, or drop frozen: true",
-                            place, loss=loss.name, param=name)
+                    ctx.group("GF101", ("frozen", loss.name, glob), name, place,
+                              lambda names, glob=glob, of=loss.name: frozen_in_wrt(model, of, glob, names), loss=loss.name)
                     continue
                 pair = report.pair(name, loss.name)
                 # A zero gradient still arrives along a path: GF107's warning, as for GF102.
@@ -172,6 +171,14 @@ def check_wrt(ctx: Context) -> None:
         if outside:
             check_outside(ctx, loss, outside)
     ctx.flush()
+
+
+def frozen_in_wrt(model, loss: str, glob: str, names: list) -> str:
+    one = len(names) == 1
+    it = "it" if one else "them"
+    unfreeze = f"call requires_grad_(True) on {it}" if model.spec.step else "drop frozen: true"
+    return (f"{loss}: wrt {glob!r} includes {listing(names)}, which {'is' if one else 'are'} frozen (no optimizer "
+            f"updates {it}): leave {it} out of wrt, or {unfreeze}")
 
 
 def untrained(ctx: Context, loss: str, pair):
@@ -190,10 +197,11 @@ def check_outside(ctx: Context, loss, names: list) -> None:
     """GF104, once per loss: the parameters it sends gradient into beyond its wrt."""
     one = len(names) == 1
     them = "it" if one else "them"
+    silence = "pass --ignore GF104" if ctx.model.spec.step else "ignore GF104 in check:"   # a step has no check: block
     message = (f"{loss.name} sends gradient into {listing(names)}, outside its wrt: either a stop_gradient "
                f"(detach) is missing where {'its' if one else 'their'} output enters {loss.name}, or, if each "
                f"training step applies only its own parameters' gradients, this is harmless (add {them} "
-               "to the wrt, or ignore GF104 in check:)")
+               f"to the wrt, or {silence})")
     ctx.add("GF104", message, ctx.model.sources[names[0]], params=names, loss=loss.name)
 
 

@@ -179,7 +179,7 @@ class Builder(ModuleCalls):
         if t.shape != ():
             entry = next(e for e in self.spec.graph if name in e.targets)
             raise self.fail(f"loss {name!r} has shape {list(t.shape)}, but a loss must be a scalar: "
-                            f"reduce it, e.g. {mean_hint(name, entry)}", entry.origin)
+                            f"reduce it, e.g. {mean_hint(name, entry, self.spec.step)}", entry.origin)
         if t.dtype.kind != "f":
             raise self.fail(f"loss {name!r} is an integer tensor; it cannot carry a gradient", place)
         return t
@@ -291,8 +291,11 @@ class Builder(ModuleCalls):
 
 
 
-def mean_hint(name: str, entry) -> str:
-    """How to reduce a non-scalar loss, written in the model's own terms."""
+def mean_hint(name: str, entry, step: bool) -> str:
+    """How to reduce a non-scalar loss, written in the model's own terms: the forward's
+    for a Python step, whose model file the user never sees."""
+    if step:
+        return f"return {name}.mean() from forward"
     try:
         text = ast.unparse(entry.tree) if entry.tree is not None else ""
     except RecursionError:     # a very long expression: no short hint to give

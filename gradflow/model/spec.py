@@ -112,3 +112,4 @@ class ModelSpec:
     expect_places: dict = field(default_factory=dict)  # loss -> Place of its expect key
     dims_place: Place | None = None  # the `dims:` key, where a wrong --dim NAME points
     source: Place | None = None     # top-level `source:`: the place of whatever has none of its own
+    step: bool = False              # made from a Python training step: its user wrote no YAML

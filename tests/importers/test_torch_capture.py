@@ -486,12 +486,40 @@ def test_an_error_in_the_model_made_from_a_step_is_at_the_python_line_it_came_fr
     result = run_cli("check", f"{path}:step")
     assert result.exit_code == 2
     assert result.stderr.startswith(f"{path}:{line_of('loss')}:25: error: loss 'loss' has shape [3, 1], but a "
-                                    "loss must be a scalar")
+                                    "loss must be a scalar: reduce it, e.g. return loss.mean() from forward\n")
     annotation = run_cli("check", f"{path}:step", "--format", "github").stdout
     assert annotation.startswith(f"::error file={path},line={line_of('loss')},col=25,")
     dim = run_cli("analyze", f"{path}:step", "--dim", "batch=4")
     assert dim.stderr == (f"{path}:{line_of('def')}:1: error: --dim batch=4: the model has no dim 'batch' "
                           "(it declares no dims)\n")
+
+
+TWO_HEADS = """
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 1)
+        self.b = nn.Linear(3, 1)
+        self.b.requires_grad_(False)
+
+    def forward(self, x):
+        return {"loss": (self.a(x) + self.b(x)).mean(), "leak": (self.a(x) * self.b(x)).mean()}
+
+
+def step():
+    return {"module": Heads(), "inputs": (torch.randn(4, 3),), "wrt": {"loss": ["*"], "leak": ["b.*"]}}
+"""
+
+
+def test_a_steps_findings_say_how_to_mend_them_in_python_not_in_a_model_file(step_file):
+    # A step has no check: block and no frozen: key: its user unfreezes with requires_grad_
+    # and silences a rule with --ignore.
+    path, _ = step_file(TWO_HEADS)
+    result = run_cli("check", f"{path}:step")
+    assert "wrt '*' includes b.weight and b.bias, which are frozen (no optimizer updates them): leave them " \
+           "out of wrt, or call requires_grad_(True) on them [GF101]" in result.stdout
+    assert "this is harmless (add them to the wrt, or pass --ignore GF104) [GF104]" in result.stdout
+    assert "check:" not in result.stdout and "frozen: true" not in result.stdout
 
 
 def test_a_step_in_a_folder_named_with_a_quote_is_located_there_too(step_file, tmp_path):

@@ -124,6 +124,16 @@ def test_frozen_param_in_wrt_is_an_error_naming_it(write_model):
     assert finding.rule == "GF101" and "frozen" in finding.message and "enc.w" in finding.message
 
 
+def test_frozen_params_one_glob_takes_into_wrt_are_one_error_naming_them_all(write_model):
+    text = FROZEN.replace("wrt: [head.*]", "wrt: ['*']").replace(
+        "  head.w:", "  enc.b: {shape: [4], frozen: true}\n  head.w:").replace("x @ enc.w", "x @ enc.w + enc.b")
+    report = gradflow.analyze(gradflow.load(write_model(text)))
+    [finding] = [f for f in report.findings if f.rule == "GF101"]
+    assert finding.params == ["enc.w", "enc.b"]
+    assert finding.message == ("loss: wrt '*' includes enc.w and enc.b, which are frozen (no optimizer updates "
+                               "them): leave them out of wrt, or drop frozen: true")
+
+
 def test_frozen_must_be_a_boolean(write_model):
     with pytest.raises(ModelError) as e:
         gradflow.load(write_model(FROZEN.replace("frozen: true", "frozen: yes please")))
