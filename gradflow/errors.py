@@ -5,6 +5,8 @@ A leaf module: anyone may import it, it imports nothing of gradflow.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class ShapeError(ValueError):
     """An op was applied to operands of incompatible shapes or attributes.
@@ -27,6 +29,19 @@ class ModelError(Exception):
 
     def __str__(self) -> str:
         return f"{self.path or '<model>'}:{self.line or 1}:{self.col or 1}: error: {self.message}"
+
+
+class InputWarning(NamedTuple):
+    """A warning about an input, outside the rules' findings (a --weights key that names
+    nothing, a symbolic link loop): printed as a finding is, at a line when it has one."""
+    path: str
+    message: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        place = f"{self.path}:{self.line}:{self.col}" if self.line else self.path
+        return f"{place}: warning: {self.message}"
 
 
 def did_you_mean(word: str, candidates) -> str:

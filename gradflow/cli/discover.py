@@ -20,7 +20,7 @@ import stat
 
 import yaml
 
-from gradflow.errors import ModelError
+from gradflow.errors import InputWarning, ModelError
 from gradflow.importers import is_python_target
 from gradflow.model.files import open_regular, read_at_most
 from gradflow.model.source import LOADER, MAX_CHARS, MAX_NODES
@@ -37,7 +37,7 @@ MAX_EVENTS = 2 * MAX_NODES + 16
 
 def model_files(paths) -> tuple[list, list]:
     """(items, warnings): each item a path to check, or a ModelError for a path that cannot
-    be; warnings are (path, message) for stderr. Order: as given, directories in sorted order."""
+    be; warnings are InputWarnings for stderr. Order: as given, directories in sorted order."""
     items, warnings = [], []
     for raw in paths:
         path = str(raw)
@@ -87,7 +87,7 @@ def walk(top: str, items: list, warnings: list) -> None:
             continue
         identity = (info.st_dev, info.st_ino)
         if identity in above:
-            warnings.append((directory, "symbolic link loop, not followed"))
+            warnings.append(InputWarning(directory, "symbolic link loop, not followed"))
             continue
         if identity in seen:   # a second link to a directory already checked
             continue

@@ -181,9 +181,9 @@ def check_exit_code(results) -> Exit:
 
 
 def print_warnings(warnings) -> None:
-    """(path, message) pairs as the findings' lines are: 'PATH: warning: message'."""
-    for path, message in warnings:
-        click.echo(shown(f"{path}: warning: {message}"), err=True)
+    """InputWarnings, as the findings' lines are: 'PATH[:LINE:COL]: warning: message'."""
+    for warning in warnings:
+        click.echo(shown(str(warning)), err=True)
 
 
 def check_save_target(path, inputs, structural=False) -> None:

@@ -18,7 +18,7 @@ import zlib
 import numpy as np
 import numpy.lib.format as npy
 
-from gradflow.errors import ModelError
+from gradflow.errors import InputWarning, ModelError
 from gradflow.model.files import human_bytes, open_regular
 
 MAX_MEMBERS = 100_000
@@ -65,13 +65,40 @@ def load_weights(model, path: str) -> None:
         archive.close()
     archive.unread = len(model.weights)
     if unknown:
-        model.warnings.append((str(path), f"{some(unknown, 'weights key')} {'names' if len(unknown) == 1 else 'name'} "
-                                          "no parameter or input; ignored"))
+        model.warnings.append(InputWarning(
+            str(path), f"{some(unknown, 'key')} {'names' if len(unknown) == 1 else 'name'} no parameter or "
+                       f"input of {model.path}; ignored{prefix_hint(unknown, tensors)}"))
     missing = [name for name in model.params if name not in found]
-    if missing:
-        model.warnings.append((str(path), f"no value for {some(missing, 'parameter')}; "
-                                          f"{'it keeps its' if len(missing) == 1 else 'they keep their'} value "
-                                          "from the model"))
+    if missing:   # at the first of them: what the report shows at its init
+        place = model.sources[missing[0]]
+        model.warnings.append(InputWarning(
+            place.file or model.path, f"{path} has no value for {some(missing, 'parameter')}; "
+                                      f"{'it keeps its' if len(missing) == 1 else 'they keep their'} value from "
+                                      "the model", place.line, place.col))
+
+
+def prefix_hint(unknown: list, names) -> str:
+    """' (without the prefix 'module.', 4 would)': the prefix that makes the most unknown keys
+    name something, taken off (a state dict saved from DataParallel or torch.compile's
+    wrapper) or put on (one saved from a submodule alone); '' when none does."""
+    from collections import Counter
+    counts = Counter()
+    for key in unknown:
+        for at, char in enumerate(key):
+            if char == "." and key[at + 1:] in names:
+                counts["without", key[:at + 1]] += 1
+    owners = {}   # a name's tail after each dot -> the prefixes before it
+    for name in names:
+        for at, char in enumerate(name):
+            if char == ".":
+                owners.setdefault(name[at + 1:], []).append(name[:at + 1])
+    for key in unknown:
+        for prefix in owners.get(key, ()):
+            counts["with", prefix] += 1
+    if not counts:
+        return ""
+    (way, prefix), count = counts.most_common(1)[0]
+    return f" ({way} the prefix {prefix!r}, {'it' if len(unknown) == 1 else f'{count:,}'} would)"
 
 
 def some(names: list, noun: str, most: int = 3) -> str:

@@ -65,7 +65,8 @@ def test_weights_named_with_integer_segments_are_keys_verbatim(tmp_path, write_m
     np.savez(weights, **{"G.0.weight": np.array([1.0, 2.0]), "G.1.weight": np.zeros(1)})
     result = CliRunner().invoke(cli, ["analyze", model, "--weights", str(weights), "--save-grads", str(grads)])
     assert result.exit_code == 0, result.output
-    assert result.stderr == f"{weights}: warning: weights key 'G.1.weight' names no parameter or input; ignored\n"
+    assert result.stderr == (f"{weights}: warning: key 'G.1.weight' names no parameter or input of {model}; "
+                             "ignored\n")
     with np.load(grads) as saved:
         assert saved.files == ["loss/G.0.weight"] and saved["loss/G.0.weight"].tolist() == [2.0, 4.0]
 
@@ -104,21 +105,66 @@ def test_weights_unknown_key_is_never_read(tmp_path):
     path = zip_of(tmp_path / "w.npz", {"nothing.npy": b"\x80\x04K\x01." * 100})
     m = gradflow.load(TAPE, weights=path)
     m.materialize()
-    assert m.warnings == [(path, "weights key 'nothing' names no parameter or input; ignored"),
-                          (path, "no value for 2 parameters ('x', 'y'); they keep their value from the model")]
+    assert m.warnings == [(path, f"key 'nothing' names no parameter or input of {TAPE}; ignored", 0, 0),
+                          (TAPE, f"{path} has no value for 2 parameters ('x', 'y'); they keep their value from the "
+                                 "model", 9, 3)]
 
 
 def test_weights_that_miss_parameters_or_name_others_say_so_once_each(tmp_path):
-    # A state dict saved with a 'module.' prefix matches nothing: two warnings, not one per key,
-    # and the parameters left at their init are named, since the report is not about trained values.
+    # Two warnings, not one per key; the parameters left at their init are named, at the first
+    # of them, since the report is not about the trained values the user means.
     path = tmp_path / "w.npz"
-    np.savez(path, **{f"module.{k}": np.zeros(3) for k in ("a", "b", "c", "d")}, x=np.array(1.0))
+    np.savez(path, **{f"other.{k}": np.zeros(3) for k in ("a", "b", "c", "d")}, x=np.array(1.0))
     m = gradflow.load(TAPE, weights=path)
-    assert m.warnings == [(str(path), "4 weights keys ('module.a', 'module.b', 'module.c', ...) name no parameter "
-                                      "or input; ignored"),
-                          (str(path), "no value for parameter 'y'; it keeps its value from the model")]
+    assert m.warnings == [(str(path), f"4 keys ('other.a', 'other.b', 'other.c', ...) name no parameter or input "
+                                      f"of {TAPE}; ignored", 0, 0),
+                          (TAPE, f"{path} has no value for parameter 'y'; it keeps its value from the model", 10, 3)]
     np.savez(path, x=np.array(1.0), y=np.array(1.0))
     assert gradflow.load(TAPE, weights=path).warnings == []
+
+
+@pytest.mark.parametrize("keys, hint", [
+    # A state dict saved from DataParallel (or torch.compile's wrapper) prefixes every key ...
+    (["module.x", "module.y"], " (without the prefix 'module.', 2 would)"),
+    (["module._orig_mod.y"], " (without the prefix 'module._orig_mod.', it would)"),
+    # ... and one saved from a submodule alone lacks the prefix the model's names carry.
+    (["weight", "bias", "other"], " (with the prefix 'enc.', 2 would)"),
+    (["module.z", "q"], ""),
+])
+def test_weights_keys_that_name_nothing_say_which_prefix_would_make_them_name_something(tmp_path, write_model,
+                                                                                         keys, hint):
+    model = write_model("""
+        gradflow: 1
+        inputs:
+          x: {shape: [3]}
+        params:
+          y: {shape: [3]}
+          enc.weight: {shape: [3]}
+          enc.bias: {shape: [3]}
+        graph:
+          loss: sum(x * y * enc.weight + enc.bias)
+        losses: [loss]
+        """)
+    path = tmp_path / "w.npz"
+    np.savez(path, **{k: np.zeros(3) for k in keys})
+    [unknown, _] = gradflow.load(model, weights=path).warnings
+    assert unknown.message.endswith(f"of {model}; ignored{hint}")
+
+
+def test_weights_warnings_name_the_model_and_are_annotated_on_github(tmp_path):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    path = tmp_path / "w.npz"
+    np.savez(path, **{"module.x": np.zeros(3)})
+    result = CliRunner().invoke(cli, ["check", "--format", "github", TAPE, "--weights", str(path)])
+    assert result.stdout.splitlines()[:2] == [
+        f"::warning file={path},title=input::key 'module.x' names no parameter or input of {TAPE}; ignored "
+        "(without the prefix 'module.', it would)",
+        f"::warning file={TAPE},line=9,col=3,title=input::{path} has no value for 2 parameters ('x', 'y'); "
+        "they keep their value from the model"]
+    assert result.stderr.splitlines()[1] == (f"{TAPE}:9:3: warning: {path} has no value for 2 parameters "
+                                             "('x', 'y'); they keep their value from the model")
 
 
 def test_weights_zip_bomb_shape_is_checked_before_decompressing(tmp_path):
