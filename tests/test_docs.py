@@ -59,3 +59,26 @@ def test_pre_commit_hook_runs_gradflow_check_on_model_files():
     [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     assert hook["id"] == "gradflow-check" and hook["entry"] == "gradflow check"
     assert re.search(hook["files"], "models/gan.yaml") and not re.search(hook["files"], "ci.yml")
+
+
+def readme_transcripts() -> list:
+    """(command, output) of each `$ gradflow ...` the README shows, up to the next prompt."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    out = []
+    for block in re.findall(r"```\n(\$ gradflow .*?)```", text, re.DOTALL):
+        for part in re.split(r"^(?=\$ )", block, flags=re.MULTILINE):
+            command, _, output = part.partition("\n")
+            if command.startswith("$ gradflow "):
+                out.append(pytest.param(command[len("$ gradflow "):], output, id=command[2:]))
+    return out
+
+
+@pytest.mark.parametrize("command, shown", readme_transcripts())
+def test_readme_transcripts_are_what_gradflow_prints(command, shown, monkeypatch):
+    # Word for word, in order; the README's lines are wrapped as a terminal wraps them.
+    if ".py:" in command:
+        pytest.importorskip("torch")
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, command.split())
+    assert result.exit_code in (0, 1), result.output
+    assert result.output.split() == shown.split()

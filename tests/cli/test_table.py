@@ -94,5 +94,22 @@ def test_counts_are_written_with_thousands_separators_everywhere(write_model):
 
 
 def test_the_legend_of_a_structural_table_promises_no_norms():
-    assert "cells: status and gradient L2 norm; ~ partly cut" in analyze(MODELS / "gan.yaml")
-    assert "cells: status; ~ partly cut; [n] the notes below" in analyze(MODELS / "gan.yaml", "--structural")
+    assert "cells: status and gradient L2 norm; [n] the notes below\n" in analyze(MODELS / "gan.yaml")
+    assert "cells: status; [n] the notes below\n" in analyze(MODELS / "gan.yaml", "--structural")
+
+
+def test_the_legend_explains_only_the_marks_its_cells_show(write_model):
+    spare = REPEATED.replace("  head: {shape: [d, 1]}", "  head: {shape: [d, 1]}\n  spare: {shape: [d]}")
+    out = analyze(write_model(spare))     # a partial cut, and a parameter no loss reaches
+    assert "\ncells: status and gradient L2 norm; ~ partly cut; ! not as intended; [n] the notes below\n" in out
+    plain = REPEATED.replace("sum(stop_gradient(h) @ head) + sum(h)", "sum(h @ head)")
+    assert "\ncells: status and gradient L2 norm\n" in analyze(write_model(plain))
+
+
+def test_a_pair_not_as_intended_is_marked_in_words_as_well_as_colour():
+    # In a pipe (or to an eye that tells no red from green) only the mark says which cells are wrong.
+    out = analyze(ROOT / "tests" / "models" / "bugs" / "gan_stopped_discriminator_output.yaml")
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("G.", "D."))}
+    assert rows["G.w1"].endswith("blocked [1] (intended)   blocked [2] !")
+    assert rows["D.w1"].split()[3:] == ["flows", "0.225", "blocked", "[2]", "!"]
+    assert "!" not in analyze(MODELS / "gan.yaml")   # every pair as intended: nothing marked

@@ -17,7 +17,7 @@ def cell(pair, intent: str) -> str:
         text += " (" + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in cuts) + ")"
     if pair.dies_at:
         text += " (dies at " + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in pair.dies_at) + ")"
-    return text + " *(intended)*" if intent == "intended" else text
+    return text + {"intended": " *(intended)*", "problem": " **(not as intended)**"}.get(intent, "")
 
 
 def report_lines(report) -> list:

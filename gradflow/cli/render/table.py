@@ -4,9 +4,10 @@ under the table; the findings; and a last line with the verdict.
 
 Blocks the model asks for (asserted in expect:, outside a loss's wrt, a frozen
 parameter, or one another loss trains) are shown dim, not in alarm red. Repeated
-instances whose cells agree are one row (`block.{0..95}.w`) unless --expand;
---problems keeps only the rows with a pair that is not as intended. Names are never
-split: a narrow terminal gets several tables, a pipe gets whole lines.
+instances whose cells agree are one row (`block.{0..95}.w`) unless --expand.
+A pair that is not as intended is marked `!`; --problems keeps only the rows with
+one. Names are never split: a narrow terminal gets several tables, a pipe gets
+whole lines.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gradflow.cli.render.console import console, emit, widths
 from gradflow.cli.render.text import finding_line, plural, verdict
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red"}
+PROBLEM = "!"   # the mark of a cell not as intended
 SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
 
 
@@ -70,7 +72,9 @@ def cell(pairs: list, intent: str, notes: Notes) -> Text:
         text = text.replace("flows", f"flows {spread}", 1)
     if intent == "intended":
         return Text(text + " (intended)", style="dim")
-    return Text(text, style=STYLE[pairs[0].status] if intent == "problem" or pairs[0].status == "flows" else "")
+    if intent == "problem":   # marked in words too: a pipe has no red, and not every eye sees it
+        return Text(text + " " + PROBLEM, style=STYLE[pairs[0].status])
+    return Text(text, style=STYLE[pairs[0].status] if pairs[0].status == "flows" else "")
 
 
 def rows(report, notes: Notes, expand: bool, problems: bool) -> list:
@@ -156,6 +160,19 @@ def loss_groups(report, body: list, width: int | None) -> list:
     return groups + [current]
 
 
+def legend(report, body: list, notes: Notes) -> str:
+    """What the cells show, and only the marks that appear in them."""
+    texts = [c.plain for _, _, cells in body for c in cells]
+    parts = ["cells: status" + ("" if report.model["mode"] == "structural" else " and gradient L2 norm")]
+    if any(" ~[" in t for t in texts):
+        parts.append("~ partly cut")
+    if any(t.endswith(" " + PROBLEM) for t in texts):
+        parts.append(f"{PROBLEM} not as intended")
+    if notes.texts:
+        parts.append("[n] the notes below")
+    return "; ".join(parts)
+
+
 def render_report(report, no_color: bool, expand: bool = False, problems: bool = False) -> None:
     out = console(no_color)
     out.print(header(report))
@@ -168,8 +185,7 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
                 out.print()
             t = table(report, losses, body)
             emit(out, t, widths(out, t).minimum)      # a number or a word is never cut
-        norm = "" if report.model["mode"] == "structural" else " and gradient L2 norm"   # no numbers there
-        out.print(Text(f"cells: status{norm}; ~ partly cut; [n] the notes below", style="dim"))
+        out.print(Text(legend(report, body, notes), style="dim"))
     elif problems:
         out.print(Text("every pair is as intended", style="green"))
     for text, n in notes.texts.items():
