@@ -167,8 +167,11 @@ class Report:
     def intent(self, param: str, loss: str) -> str:
         """'ok', 'intended' (a block the model asks for) or 'problem', for display: what
         expect: asserts decides; else a block is intended for a frozen parameter, one outside
-        the loss's wrt, or one another loss trains; flows outside a wrt and zero are problems."""
+        the loss's wrt, or one another loss trains; flows outside a wrt, zero and a NaN or
+        infinite gradient are problems."""
         pair, report = self.pair(param, loss), self.losses_by_name[loss]
+        if pair.nonfinite:   # GF105's error, whatever expect: asserts of the status
+            return "problem"
         expected = report.expected(param)
         if expected is not None:
             same = expected == pair.status or (self.model["mode"] == "structural"

@@ -113,3 +113,22 @@ def test_a_pair_not_as_intended_is_marked_in_words_as_well_as_colour():
     assert rows["G.w1"].endswith("blocked [1] (intended)   blocked [2] !")
     assert rows["D.w1"].split()[3:] == ["flows", "0.225", "blocked", "[2]", "!"]
     assert "!" not in analyze(MODELS / "gan.yaml")   # every pair as intended: nothing marked
+
+
+def test_a_nan_gradient_is_not_counted_as_training_and_its_cell_is_marked(write_model):
+    # An optimizer step with a NaN gradient ruins the parameter: GF105's error, not training.
+    path = write_model("""
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+          v: {shape: [3], init: ones}
+          u: {shape: [3], init: ones}
+        graph:
+          loss: sum(log(w - 2) * v) + sum(u)
+        losses: [loss]
+        """)
+    out = analyze(path)
+    assert out.splitlines()[-1] == ("verdict: loss trains 2 parameters (1 more gets a NaN or infinite gradient); "
+                                    "2 errors, 0 warnings")
+    assert "\nv            [3]     flows nan (3 non-finite) !\n" in out
+    assert "\nw            [3]     flows 1.73\n" in out

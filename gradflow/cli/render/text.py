@@ -52,10 +52,14 @@ def verdict(report) -> Line:
     """What matters, in one line: what each loss trains, what gets nothing, the findings."""
     trained = []
     for loss in report.losses:
-        reached = [p.name for p in report.params if p.grads[loss.name].status == "flows" and not p.frozen]
-        n = sum(loss.meant_to_train(name) is not False for name in reached)   # in its wrt, if it has one
-        outside = f" (gradient also reaches {len(reached) - n:,} outside its wrt)" if len(reached) > n else ""
-        trained.append(f"{loss.name} trains {plural(n, 'parameter')}{outside}")
+        reached = [p for p in report.params if p.grads[loss.name].status == "flows" and not p.frozen]
+        inside = [p for p in reached if loss.meant_to_train(p.name) is not False]   # its wrt, if it has one
+        broken = sum(bool(p.grads[loss.name].nonfinite) for p in inside)   # a NaN step trains nothing
+        notes = [f"{broken:,} more get{'s' if broken == 1 else ''} a NaN or infinite gradient"] if broken else []
+        if len(reached) > len(inside):
+            notes.append(f"gradient also reaches {len(reached) - len(inside):,} outside its wrt")
+        trained.append(f"{loss.name} trains {plural(len(inside) - broken, 'parameter')}"
+                       + (f" ({'; '.join(notes)})" if notes else ""))
     declared = any(l.wrt is not None for l in report.losses)
     starved = [p.name for p in report.params if not p.frozen
                and (not declared or any(l.meant_to_train(p.name) for l in report.losses))
