@@ -62,7 +62,7 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
     trained = {name for flow in left_out for name, t in model.params.items() if t.index in flow.open}
     report = Report(model_info(model, structural), loss_reports(model, structural), params,
                     stop_reports(graph, per_loss, cutting), grads=grads_kept, version=version,
-                    settings=settings)
+                    settings=settings, values=values_of(model))
     report.findings = evaluate(report, model, settings, trained)
     return report
 
@@ -146,6 +146,13 @@ def model_info(model, structural: bool) -> dict:
     return {"name": model.name, "description": model.spec.description, "path": model.path,
             "mode": "structural" if structural else "numeric", "seed": model.seed, "dims": dict(model.dims), "nodes": len(model.tape.nodes),
             "params": len(model.params), "param_count": model.param_count}
+
+
+def values_of(model) -> str:
+    """Where the values come from, as a header says it: the seed of the inits, or the step's
+    own tensors, and the --weights archive over either."""
+    given = "the step's tensors" if model.spec.step else f"seed {model.seed}"
+    return given + (f", weights {model.weights_from}" if model.weights_from else "")
 
 
 def loss_reports(model, structural: bool) -> list:

@@ -143,6 +143,7 @@ class Report:
     grads: dict = field(default_factory=dict)      # (loss, param) -> array, for flows/zero pairs
     version: str = ""
     settings: object = None                        # rules.Settings the findings were made with
+    values: str = ""                               # where a numeric run's values came from: "seed 0"
 
     def __repr__(self) -> str:
         """One line, as a notebook shows it: not every pair and gradient."""

@@ -41,6 +41,7 @@ class Model:
     losses: dict = field(default_factory=dict)       # loss name -> scalar Tensor
     inits: dict = field(default_factory=dict)        # leaf name -> (kind, args) or ("value", array)
     weights: dict = field(default_factory=dict)      # leaf name -> array loaded from --weights
+    weights_from: str | None = None                  # the --weights archive, when one was given
     warnings: list = field(default_factory=list)     # InputWarnings: of --weights, say
     materialized: bool = False
     left_out: dict = field(default_factory=dict)     # loss name -> Tensor, the losses keep_losses dropped

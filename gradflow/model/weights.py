@@ -64,6 +64,7 @@ def load_weights(model, path: str) -> None:
     finally:
         archive.close()
     archive.unread = len(model.weights)
+    model.weights_from = str(path)
     if unknown:
         model.warnings.append(InputWarning(
             str(path), f"{some(unknown, 'key')} {'names' if len(unknown) == 1 else 'name'} no parameter or "

@@ -132,3 +132,13 @@ def test_a_nan_gradient_is_not_counted_as_training_and_its_cell_is_marked(write_
                                     "2 errors, 0 warnings")
     assert "\nv            [3]     flows nan (3 non-finite) !\n" in out
     assert "\nw            [3]     flows 1.73\n" in out
+
+
+def test_the_header_says_where_the_values_come_from(tmp_path):
+    import numpy as np
+    assert "\nnumeric, seed 3; 6 parameters" in analyze(MODELS / "gan.yaml", "--seed", "3")
+    weights = tmp_path / "w.npz"
+    np.savez(weights, **{"G.b1": np.ones(16)})
+    result = CliRunner().invoke(cli, ["analyze", str(MODELS / "gan.yaml"), "--weights", str(weights)])
+    assert f"\nnumeric, seed 0, weights {weights}; 6 parameters" in result.stdout
+    assert "\nstructural (no numbers); 6 parameters" in analyze(MODELS / "gan.yaml", "--structural")

@@ -522,6 +522,11 @@ def test_a_steps_findings_say_how_to_mend_them_in_python_not_in_a_model_file(ste
     assert "check:" not in result.stdout and "frozen: true" not in result.stdout
 
 
+def test_a_steps_table_says_its_values_are_the_steps_own_not_a_seeds(step_file):
+    path, _ = step_file(TWO_HEADS)
+    assert run_cli("analyze", f"{path}:step").stdout.splitlines()[1].startswith("numeric, the step's tensors; ")
+
+
 def test_a_step_in_a_folder_named_with_a_quote_is_located_there_too(step_file, tmp_path):
     # The model file quotes source paths with JSON's escapes: the place is read back unescaped.
     (tmp_path / 'say "hi"').mkdir()

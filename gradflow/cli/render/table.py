@@ -117,7 +117,8 @@ def header(report) -> Text:
     text.append(shown(f"  {m['path']}") + "\n", style="dim")
     if m.get("description"):
         text.append(shown(m["description"]) + "\n", style="italic")
-    mode = "structural (no numbers)" if m["mode"] == "structural" else f"numeric, seed {m['seed']}"
+    values = report.values or f"seed {m['seed']}"
+    mode = "structural (no numbers)" if m["mode"] == "structural" else f"numeric, {values}"
     text.append(f"{mode}; {plural(m['params'], 'parameter')}, {plural(m['param_count'], 'value')}; "
                 f"{plural(m['nodes'], 'node')}")
     return text
