@@ -132,6 +132,7 @@ class Builder(ModuleCalls):
         self.tape = Tape(dtype, eager=False)
         self.model = Model(spec, self.resolve_dims(dims or {}), spec.seed if seed is None else seed, self.tape)
         self.instances: dict[str, dict] = {}    # instance path -> its params (local name -> Tensor)
+        self.repeats: dict[str, tuple] = {}     # instances' prefix -> (the repeat call, its name= given)
         self.zeros_by_default: dict[int, str] = {}   # tape index -> param name (a gain gets ones)
         self.calling_entry: str | None = None        # the top-level graph entry being evaluated
 

@@ -192,7 +192,14 @@ class ModuleCalls:
         name = ev.static(args["name"], "name") if "name" in args else block
         if not isinstance(name, str) or not name.replace(".", "_").isidentifier():
             raise fail("repeat(): name must be a string naming the instances, e.g. name=\"enc\"")
-        return self.repeat_block(module, ev.tensor(args["x"]), f"{ev.scope.prefix}{name}.", times, node)
+        prefix = f"{ev.scope.prefix}{name}"
+        first, named = self.repeats.setdefault(prefix, (node, "name" in args))
+        if first is not node and not (named and "name" in args):   # sharing is said twice, or it is a slip
+            own = ev.scope.current.targets[0] if ev.scope.current is not None else f"{name}2"
+            raise fail(f"repeat(): the instances {prefix}.0, ... of the repeat on line {first.lineno} would be used "
+                       f"again here, sharing their weights: give this one its own name=\"{own}\", or write "
+                       f"name=\"{name}\" in both to share them")
+        return self.repeat_block(module, ev.tensor(args["x"]), f"{prefix}.", times, node)
 
     def repeat_block(self, module, h, prefix: str, times: int, node):
         """Instances ``PREFIX0`` ... in sequence; later ones replayed from a template when they fit."""

@@ -101,10 +101,9 @@ losses: [loss]
     assert stop.op.name == "matmul"
 
 
-def test_repeat_unrolls_a_block_into_numbered_instances(write_model):
-    model = load(write_model, """
+BLOCK = """
 gradflow: 1
-dims: {d: 4, depth: 3}
+dims: {d: 4}
 inputs:
   x: {shape: [2, d]}
 modules:
@@ -115,7 +114,11 @@ modules:
     graph:
       out: h + tanh(h @ w)
     output: out
-graph:
+"""
+
+
+def test_repeat_unrolls_a_block_into_numbered_instances(write_model):
+    model = load(write_model, BLOCK.replace("{d: 4}", "{d: 4, depth: 3}") + """graph:
   a: repeat(block, x, times=depth, name="enc")
   b: repeat(block, a, times=2)
   loss: sum(b)
@@ -124,6 +127,39 @@ losses: [loss]
     assert list(model.params) == ["enc.0.w", "enc.1.w", "enc.2.w", "block.0.w", "block.1.w"]
     report = gradflow.analyze(model)
     assert all(report.status(n, "loss") == "flows" for n in model.params)
+
+
+STACKS = BLOCK + """graph:
+  memory: repeat(block, x, times=2)
+  dec: repeat(block, memory, times=3)
+  loss: sum(dec)
+losses: [loss]
+"""
+
+
+def test_a_second_repeat_of_a_block_under_its_default_name_is_an_error_not_shared_weights(write_model):
+    # An encoder and a decoder stacked from one block: silently sharing block.0 and block.1
+    # would be a wiring bug of gradflow's making.
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(write_model(STACKS))
+    assert (e.value.line, e.value.col) == (15, 8)
+    assert e.value.message == ('repeat(): the instances block.0, ... of the repeat on line 14 would be used again '
+                               'here, sharing their weights: give this one its own name="dec", or write '
+                               'name="block" in both to share them')
+    shared = STACKS.replace("times=2)", 'times=2, name="block")').replace("times=3)", 'times=3, name="block")')
+    assert list(gradflow.load(write_model(shared)).params) == ["block.0.w", "block.1.w", "block.2.w"]
+    own = STACKS.replace("times=3)", 'times=3, name="dec")')
+    assert list(gradflow.load(write_model(own)).params) == ["block.0.w", "block.1.w", "dec.0.w", "dec.1.w",
+                                                            "dec.2.w"]
+
+
+def test_a_module_whose_body_repeats_a_block_may_be_called_twice_sharing_it(write_model):
+    # One repeat call evaluated twice (a shared instance applied to two inputs) is no second repeat.
+    text = STACKS.replace("  memory: repeat(block, x, times=2)\n  dec: repeat(block, memory, times=3)\n",
+                          "  a: tower(x)\n  dec: tower(a)\n").replace(
+        "graph:\n  a:", "  tower:\n    inputs: [h]\n    graph:\n      y: repeat(block, h, times=2)\n"
+                       "    output: y\ngraph:\n  a:")
+    assert list(gradflow.load(write_model(text)).params) == ["tower.block.0.w", "tower.block.1.w"]
 
 
 def test_dims_override_changes_shapes(write_model):
