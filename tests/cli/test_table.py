@@ -142,3 +142,17 @@ def test_the_header_says_where_the_values_come_from(tmp_path):
     result = CliRunner().invoke(cli, ["analyze", str(MODELS / "gan.yaml"), "--weights", str(weights)])
     assert f"\nnumeric, seed 0, weights {weights}; 6 parameters" in result.stdout
     assert "\nstructural (no numbers); 6 parameters" in analyze(MODELS / "gan.yaml", "--structural")
+
+
+def test_instances_share_a_row_only_when_their_notes_say_the_same(write_model):
+    # Each block stops its own input: block.0 is partly cut by the stops of blocks 1 and 2,
+    # block.1 by block 2's alone. One row with block.0's note would be wrong for block.1.
+    path = write_model(REPEATED.replace("tanh(h @ w)", "stop_gradient(h) + tanh(h @ w)").replace(
+        "times=12", "times=3").replace("sum(stop_gradient(h) @ head) + sum(h)", "sum(h @ head)"))
+    out = analyze(path)
+    assert "block.{" not in out
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith("block.")}
+    notes = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith("["))
+    assert notes[rows["block.0.w"].lstrip("~")].count("stop_gradient in block.") == 2
+    assert notes[rows["block.1.w"].lstrip("~")].count("stop_gradient in block.") == 1
+    assert rows["block.2.w"] != rows["block.1.w"]

@@ -81,11 +81,12 @@ def rows(report, notes: Notes, expand: bool, problems: bool) -> list:
     """(name, shape, [cell per loss]) rows; repeated instances that agree become one row."""
     losses = [l.name for l in report.losses]
     groups: dict = {}
+    reasons = Notes(notes.path)   # one numbering for every row: rows agree when their notes do
     for p in report.params:
         intents = tuple(report.intent(p.name, loss) for loss in losses)
         if problems and "problem" not in intents:
             continue
-        signature = (tuple(p.shape), intents, tuple(words(p.grads[l], Notes(notes.path)) for l in losses))
+        signature = (tuple(p.shape), intents, tuple(words(p.grads[l], reasons) for l in losses))
         match = SEGMENT.search(p.name)
         key = (p.name[:match.start()], p.name[match.end():], signature) if match and not expand else p.name
         groups.setdefault(key, []).append(p)
