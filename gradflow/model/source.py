@@ -29,8 +29,8 @@ MAX_NUMBER_CHARS = 4300
 LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
 _STD = "tag:yaml.org,2002:"
-_NULL, _BOOL, _INT, _FLOAT = (_STD + t for t in ("null", "bool", "int", "float"))
-_SCALAR_TAGS = frozenset({_STD + "str", _NULL, _BOOL, _INT, _FLOAT})
+_NULL, _BOOL, _INT, _FLOAT, _STR = (_STD + t for t in ("null", "bool", "int", "float", "str"))
+_SCALAR_TAGS = frozenset({_STR, _NULL, _BOOL, _INT, _FLOAT})
 _MAP_TAGS = frozenset({_STD + "map"})
 _SEQ_TAGS = frozenset({_STD + "seq"})
 _ALLOWED_TAGS = _SCALAR_TAGS | _MAP_TAGS | _SEQ_TAGS
@@ -46,6 +46,10 @@ _NOT_PRINTABLE = "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFF
 _NOT_ALLOWED = "is not allowed in YAML"
 
 _OPENED = r"while (?:parsing|scanning) an? (.+)"
+
+# Floats with an exponent but no dot, or an unsigned exponent (1e-3, 2.5e3): numbers to YAML
+# 1.2, JSON and Python, text to YAML 1.1's resolver, whose float needs both. Read as floats.
+_EXPONENT = r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+"
 
 # YAML counts these as line breaks and editors do not: every line number after one would be off.
 _ODD_BREAKS = "[\x85\u2028\u2029]"
@@ -211,6 +215,8 @@ def _scalar_value(event, path: str) -> object:
         if _DECIMAL.fullmatch(text):  # the common case, several times faster than below
             return int(text)
         tag = _RESOLVER.resolve(yaml.ScalarNode, text, event.implicit)
+        if tag == _STR and ("e" in text or "E" in text) and re.fullmatch(_EXPONENT, text):
+            tag = _FLOAT
     convert = _CONVERTERS.get(tag)
     if convert is None:
         return text  # str, and implicit timestamps etc., which gradflow keeps as text

@@ -132,6 +132,14 @@ def test_check_block_rule_id_is_located_at_the_item(tmp_path):
     assert "unknown rule id 'GF12'" in e.value.message and (e.value.line, e.value.col) == (8, 19)
 
 
+def test_check_block_thresholds_may_be_written_as_toml_writes_them(tmp_path):
+    # rules.md's pyproject example writes vanishing = 1e-9; the same in check: is a number too.
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, check="check:\n  vanishing: 1e-9\n  exploding: 1e5\n")
+    settings = settings_for(model)
+    assert (settings.vanishing, settings.exploding) == (1e-9, 1e5)
+
+
 def test_command_line_select_beats_pyproject_ignore(tmp_path):
     settings_module.read_pyproject.cache_clear()
     model = model_in(tmp_path, '[tool.gradflow]\nignore = ["GF102"]\n')

@@ -97,7 +97,7 @@ def test_parse_yaml_keys_are_source_strings():
 
 
 @pytest.mark.parametrize("text", [
-    "1", "-3", "+7", "0x1F", "017", "0b101", "1_000", "1:30", "2.5", "-1.5e+3", "1e3",
+    "1", "-3", "+7", "0x1F", "017", "0b101", "1_000", "1:30", "2.5", "-1.5e+3", "1e", "e3", "1e3x",
     ".inf", "-.inf", "true", "No", "off", "ON", "~", "null", "", "hello", "'1'",
     '"true"', "'~'", "!!str 3", "!!int '3'", "!!float 1", "!!float '2.5'",
     "!!bool 'yes'", "!!null ''", "! 5", "!!str", "1.", "0o17",
@@ -107,6 +107,17 @@ def test_parse_yaml_resolves_scalars_like_safe_loader(text):
     expected = yaml.safe_load(f"v: {text}\n")["v"]
     assert node.value == expected
     assert type(node.value) is type(expected)
+
+
+@pytest.mark.parametrize("text, value", [("1e-3", 1e-3), ("1E5", 1e5), ("2.5e3", 2500.0), ("-1e+2", -100.0),
+                                         (".5e1", 5.0), ("1_0e2", 1000.0), ("+3.e0", 3.0)])
+def test_parse_yaml_reads_exponents_without_a_dot_or_a_sign_as_floats(text, value):
+    # YAML 1.1 (SafeLoader) reads 1e-3 as a string; YAML 1.2, JSON and Python as a number,
+    # and so does a user who writes `vanishing: 1e-3`.
+    assert yaml.safe_load(f"v: {text}\n")["v"] == text
+    node = parse_yaml(f"v: {text}\n", "m.yaml").value["v"]
+    assert type(node.value) is float and node.value == value
+    assert parse_yaml(f"v: '{text}'\n", "m.yaml").value["v"].value == text   # quoted: text
 
 
 def test_parse_yaml_resolves_nan():
