@@ -68,9 +68,9 @@ def why(ctx, model, param, losses, limit, dims, seed, dtype, structural, max_mem
     """Every path from PARAM to each loss, with the cuts on it marked."""
     from gradflow.cli import run
     from gradflow.cli.render import why as render_why
-    results = run.why(model, param, losses=losses, limit=limit, dims=dims, seed=seed, dtype=dtype,
-                      structural=structural, max_memory=max_memory, weights=weights)
-    render_why.render(param, results, ctx.obj["no_color"], model)
+    frozen, results = run.why(model, param, losses=losses, limit=limit, dims=dims, seed=seed, dtype=dtype,
+                              structural=structural, max_memory=max_memory, weights=weights)
+    render_why.render(param, results, ctx.obj["no_color"], model, frozen)
 
 
 @click.command()

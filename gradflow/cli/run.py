@@ -56,8 +56,8 @@ def analyze_file(path, losses=(), dims=None, seed=None, dtype="float64", structu
 
 
 def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **load):
-    """[(loss, Pair, [Path], left out)] for each loss: the status, the first ``limit`` paths
-    from ``param`` and how many more there are."""
+    """(frozen, [(loss, Pair, [Path], left out)]): whether ``param`` is frozen, and for each loss
+    the status, the first ``limit`` paths from ``param`` and how many more there are."""
     from gradflow.analysis.flow import Graph
     from gradflow.analysis.paths import entry_graph as build_entry_graph
     from gradflow.analysis.paths import label, paths
@@ -80,7 +80,7 @@ def why(path, param, losses=(), limit=20, structural=False, max_memory=None, **l
         if pair.status != "unreachable":
             found, total = paths(edges, param, label(loss), limit)
         results.append((name, pair, found, total - len(found)))
-    return results
+    return param in model.frozen, results
 
 
 def entry_graph(path, losses=(), dims=None):

@@ -156,3 +156,16 @@ def test_instances_share_a_row_only_when_their_notes_say_the_same(write_model):
     assert notes[rows["block.0.w"].lstrip("~")].count("stop_gradient in block.") == 2
     assert notes[rows["block.1.w"].lstrip("~")].count("stop_gradient in block.") == 1
     assert rows["block.2.w"] != rows["block.1.w"]
+
+
+def test_a_frozen_parameter_says_so_in_the_table_markdown_and_why():
+    # Its gradient flows, and trains nothing: without the mark the verdict's count looks wrong.
+    model = MODELS / "frozen_pretrained_encoder.yaml"
+    rows = {line.split()[0]: line for line in analyze(model).splitlines() if line.startswith(("encoder.", "head."))}
+    assert rows["encoder.w1"].startswith("encoder.w1 (frozen)   [6, 5]   flows ")
+    assert "(frozen)" not in rows["head.w"]
+    markdown = CliRunner().invoke(cli, ["analyze", str(model), "--format", "markdown"]).stdout
+    assert "| `encoder.w1` *(frozen)* | [6, 5] | flows " in markdown and "`head.w` |" in markdown
+    why = CliRunner().invoke(cli, ["why", str(model), "encoder.w1"]).stdout
+    assert why.startswith("encoder.w1 (frozen) -> loss: flows")
+    assert CliRunner().invoke(cli, ["why", str(model), "head.w"]).stdout.startswith("head.w -> loss: flows")

@@ -104,7 +104,7 @@ def test_why_limit_cuts_the_list_and_says_how_many_more(write_model):
 def test_why_shows_a_flowing_path_and_every_cut_first(write_model):
     from gradflow.cli import run as commands
     text = diamonds(10).replace("b1: sin(h0)", "b1: sin(stop_gradient(h0))")
-    [(_, _, found, more)] = commands.why(write_model(text), "w", limit=2)
+    _, [(_, _, found, more)] = commands.why(write_model(text), "w", limit=2)
     first, second = ([step.entry for step in path.steps] for path in found)
     assert first == ["w", "h0"] + [n for i in range(1, 11) for n in (f"a{i}", f"h{i}")] + ["loss"]
     assert not found[0].cut
@@ -131,11 +131,11 @@ def test_why_on_many_diamonds_is_fast(write_model):
     from gradflow.cli import run as commands
     path = write_model(diamonds(15, depth=80, inside=True))
     started = time.perf_counter()
-    [(_, pair, found, more)] = commands.why(path, "w", limit=20)
+    _, [(_, pair, found, more)] = commands.why(path, "w", limit=20)
     assert time.perf_counter() - started < 3.0   # generous: exponential enumeration took 8 s
     assert pair.status == "flows" and len(found) == 1 and more == 0
     started = time.perf_counter()
-    [(_, _, found, more)] = commands.why(write_model(diamonds(40), "wide.yaml"), "w", limit=20)
+    _, [(_, _, found, more)] = commands.why(write_model(diamonds(40), "wide.yaml"), "w", limit=20)
     assert time.perf_counter() - started < 3.0
     assert len(found) == 20 and more == 2 ** 40 - 20
 

@@ -27,7 +27,8 @@ def report_lines(report) -> list:
              "|---|---|" + "---|" * len(report.losses)]
     for p in report.params:
         shape = "[" + ", ".join(map(str, p.shape)) + "]"
-        lines.append(f"| `{p.name}` | {shape} | "
+        frozen = " *(frozen)*" if p.frozen else ""
+        lines.append(f"| `{p.name}`{frozen} | {shape} | "
                      + " | ".join(cell(p.grads[l.name], report.intent(p.name, l.name)) for l in report.losses) + " |")
     lines.append("")
     for f in report.findings:

@@ -86,7 +86,7 @@ def rows(report, notes: Notes, expand: bool, problems: bool) -> list:
         intents = tuple(report.intent(p.name, loss) for loss in losses)
         if problems and "problem" not in intents:
             continue
-        signature = (tuple(p.shape), intents, tuple(words(p.grads[l], reasons) for l in losses))
+        signature = (tuple(p.shape), intents, tuple(words(p.grads[l], reasons) for l in losses), p.frozen)
         match = SEGMENT.search(p.name)
         key = (p.name[:match.start()], p.name[match.end():], signature) if match and not expand else p.name
         groups.setdefault(key, []).append(p)
@@ -100,9 +100,17 @@ def rows(report, notes: Notes, expand: bool, problems: bool) -> list:
         else:
             out += [(p.name, [p], tuple(report.intent(p.name, l) for l in losses)) for p in members]
     out.sort(key=lambda row: report.params.index(row[1][0]))
-    return [(name, shape_text(members[0]),
+    return [(name_cell(name, members[0].frozen), shape_text(members[0]),
              [cell([m.grads[l] for m in members], intent, notes) for l, intent in zip(losses, intents)])
             for name, members, intents in out]
+
+
+def name_cell(name: str, frozen: bool) -> Text:
+    """A parameter's name, and whether it is frozen: its gradient then trains nothing."""
+    text = Text(shown(name))
+    if frozen:
+        text.append(" (frozen)", style="dim")
+    return text
 
 
 def collapsible(names: list) -> bool:
@@ -141,7 +149,7 @@ def table(report, losses: list, body: list) -> Table:
         t.add_row(Text("loss value", style="dim"), "", *(Text(number(l.value), style="dim") for l in losses),
                   end_section=True)
     for name, shape, cells in body:
-        t.add_row(shown(name), shape, *(cells[i] for i in index))
+        t.add_row(name, shape, *(cells[i] for i in index))
     return t
 
 

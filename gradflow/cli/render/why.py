@@ -10,12 +10,15 @@ from gradflow.cli.render.console import console
 from gradflow.cli.render.table import STYLE
 
 
-def render(param: str, results, no_color: bool, model_path: str | None = None) -> None:
+def render(param: str, results, no_color: bool, model_path: str | None = None, frozen: bool = False) -> None:
     """``results``: [(loss, Pair, [Path], how many paths were left out)] for each loss asked about;
     ``model_path``: the model file, whose places are shown as line:col (others as FILE:LINE:COL)."""
     out = console(no_color)
     for loss, pair, found, more in results:
-        head = Text(f"{param} -> {loss}: ")
+        head = Text(f"{param} ")
+        if frozen:   # what reaches it trains nothing: no optimizer updates it
+            head.append("(frozen) ", style="dim")
+        head.append(f"-> {loss}: ")
         head.append(pair.status, style=STYLE[pair.status])
         if pair.norm is not None and pair.status == "flows":
             head.append(f" (norm {pair.norm:.3g})")
