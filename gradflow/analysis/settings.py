@@ -158,7 +158,12 @@ def pyproject_settings(start: str) -> dict:
                 raise
             info = None
         if info is not None and stat.S_ISREG(info.st_mode):
-            return read_pyproject(candidate, info.st_mtime_ns)
+            try:
+                return read_pyproject(candidate, info.st_mtime_ns)
+            except ModelError as e:   # named as the user would, as models are: relative when below here
+                relative = os.path.relpath(candidate)
+                e.path = candidate if relative.startswith("..") else relative
+                raise
         parent = os.path.dirname(folder)
         if parent == folder:
             return {}

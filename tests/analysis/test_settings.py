@@ -185,3 +185,18 @@ def test_settings_compare_and_hash_by_their_values():
     strict = Settings(strict=True)
     assert Settings(strict=True) == strict and hash(Settings(strict=True)) == hash(strict)
     assert len({Settings(), strict, Settings(strict=True)}) == 2
+
+
+def test_a_bad_pyproject_is_one_error_named_as_the_user_would_however_many_models_it_spoils(tmp_path, monkeypatch):
+    settings_module.read_pyproject.cache_clear()
+    model_in(tmp_path, "[tool.gradflow]\nvanishing = -1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "n.yaml").write_text(BLOCKED.lstrip(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "."])
+    assert result.exit_code == 2
+    assert result.stderr == "pyproject.toml:2:1: error: vanishing must be a positive finite number, got -1\n"
+    assert result.stdout == "2 models checked: 2 invalid (2 errors, 0 warnings)\n"
+    github = CliRunner().invoke(cli, ["check", ".", "--format", "github"]).stdout
+    assert github == ("::error file=pyproject.toml,line=2,col=1,title=invalid model::vanishing must be a positive "
+                      "finite number, got -1\n")
