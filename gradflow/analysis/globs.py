@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 
+from gradflow.errors import did_you_mean
+
 
 def glob_matches(name: str, glob: str) -> bool:
     """``fnmatch.fnmatchcase(name, glob)``."""
@@ -17,3 +19,16 @@ def glob_matches(name: str, glob: str) -> bool:
     if "*" in head or "?" in head or "[" in head:
         return fnmatch.fnmatchcase(name, glob)
     return name.startswith(head) if len(head) < len(glob) else name == glob
+
+
+def glob_hint(glob: str, names) -> str:
+    """' (did you mean 'critic.*'?)' for a glob that matches nothing: the names, and each
+    module's glob (``critic.*`` of ``critic.w1``), are the candidates, so a mistyped glob
+    is answered with a glob rather than with one of the parameters it meant."""
+    candidates = dict.fromkeys(names)
+    for name in names:
+        at = name.find(".")
+        while at > 0:
+            candidates[name[:at] + ".*"] = None
+            at = name.find(".", at + 1)
+    return did_you_mean(glob, candidates)

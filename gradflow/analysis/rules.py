@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gradflow.analysis.globs import glob_matches
+from gradflow.analysis.globs import glob_hint, glob_matches
 from gradflow.analysis.report import Finding, collapse
 from gradflow.analysis.settings import Settings
-from gradflow.errors import did_you_mean
 
 
 @dataclass(eq=False, repr=False)
@@ -126,7 +125,7 @@ def check_expect(ctx: Context) -> None:
                 names = matches(glob, model.params)
                 if not names:
                     ctx.add("GF101", f"expect {loss}.{status}: {glob!r} matches no parameter"
-                            f"{did_you_mean(glob, model.params)}", place, loss=loss)
+                            f"{glob_hint(glob, model.params)}", place, loss=loss)
                 for name in names:
                     pair = report.pair(name, loss)
                     # Structure alone cannot tell a zero gradient from a flowing one.
@@ -154,7 +153,7 @@ def check_wrt(ctx: Context) -> None:
             names = matches(glob, model.params)
             if not names:
                 ctx.add("GF101", f"{loss.name}: wrt {glob!r} matches no parameter"
-                        f"{did_you_mean(glob, model.params)}", place, loss=loss.name)
+                        f"{glob_hint(glob, model.params)}", place, loss=loss.name)
             for name in names:
                 inside.add(name)
                 if name in model.frozen:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 
+import pytest
+
 import gradflow
 from gradflow.analysis.globs import glob_matches
 from gradflow.analysis.pyproject import read_tool_table_simply
@@ -34,6 +36,25 @@ expect:
   loss: {flows: [vv]}
 """)
     assert [r for r, _, _ in found] == ["GF101", "GF101", "GF104"]   # v flows, outside the wrt
+
+
+@pytest.mark.parametrize("glob, hint", [("critc.*", "critic.*"), ("critic", "critic.*"), ("critic.w3", "critic.w2"),
+                                        ("actr.*", "actor.*")])
+def test_gf101_suggests_a_glob_for_a_glob_not_one_of_the_parameters_it_meant(write_model, glob, hint):
+    # 'did you mean critic.w2?' for 'critc.*' would shrink the wrt to one parameter if followed.
+    report = gradflow.analyze(gradflow.load(write_model("""
+gradflow: 1
+params:
+  critic.w1: {shape: [3]}
+  critic.w2: {shape: [3]}
+  actor.w: {shape: [3]}
+graph:
+  loss: sum(critic.w1 * critic.w2 * actor.w)
+losses:
+  loss: {wrt: ['GLOB']}
+""".replace("GLOB", glob))))
+    [finding] = [f for f in report.findings if f.rule == "GF101"]
+    assert finding.message == f"loss: wrt {glob!r} matches no parameter (did you mean {hint!r}?)"
 
 
 def test_gf103_wrt_parameter_gets_nothing(write_model):

@@ -325,12 +325,22 @@ def test_cli_import_sends_what_the_users_code_prints_to_stderr(step_file):
     assert "building the GAN" in result.stderr
 
 
-def test_import_wrt_naming_a_loss_the_module_does_not_return_points_at_the_def_line(step_file):
-    path, line_of = step_file(GAN.replace('"wrt": {"d_loss"', '"wrt": {"dloss"'))
-    with pytest.raises(ModelError, match=r"wrt names 'dloss', which module\(\*inputs\) does not return "
-                                         r"\(it returns d_loss, ce\)") as caught:
+@pytest.mark.parametrize("typo, says", [("dloss", "(did you mean 'd_loss'?)"), ("gen", "(it returns d_loss, ce)")])
+def test_import_wrt_naming_a_loss_the_module_does_not_return_points_at_the_def_line(step_file, typo, says):
+    path, line_of = step_file(GAN.replace('"wrt": {"d_loss"', f'"wrt": {{"{typo}"'))
+    with pytest.raises(ModelError) as caught:
         import_python(f"{path}:step")
+    assert caught.value.message == f"wrt names {typo!r}, which module(*inputs) does not return {says}"
     assert caught.value.line == line_of("def")
+
+
+@pytest.mark.parametrize("key, says", [("wtr", "(did you mean 'wrt'?)"),
+                                       ("losses", "(the keys are module, inputs, wrt, expect, description)")])
+def test_a_step_returning_an_unknown_key_is_told_the_key_it_meant(step_file, key, says):
+    path, line_of = step_file(GAN.replace('"description": "a GAN step"', f'"{key}": {{}}'))
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:step")
+    assert caught.value.message == f"step() returned an unknown key {key!r} {says}"
 
 
 def test_import_puts_the_files_folder_first_on_sys_path_for_siblings(step_file, tmp_path):

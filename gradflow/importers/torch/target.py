@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gradflow.errors import ModelError
+from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Source
 from gradflow.importers.torch.places import USER_ERRORS, display, exit_call, raised, user_source_in_traceback
 
@@ -125,7 +125,8 @@ def check_returned(value, func: str, source: Source) -> Step:
         raise fail(f"must return a dict with 'module' and 'inputs', not {type(value).__name__}")
     unknown = [k for k in value if k not in KEYS]
     if unknown:
-        raise fail(f"returned an unknown key {unknown[0]!r} (the keys are {', '.join(KEYS)})")
+        close = did_you_mean(str(unknown[0]), KEYS)
+        raise fail(f"returned an unknown key {unknown[0]!r}{close or ' (the keys are ' + ', '.join(KEYS) + ')'}")
     for key in ("module", "inputs"):
         if key not in value:
             raise fail(f"must return {key!r}")

@@ -14,7 +14,7 @@ import re
 import torch
 
 from gradflow.engine import ALIASES, OPS as GRADFLOW_OPS
-from gradflow.errors import ModelError
+from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Imported, Line
 from gradflow.importers.torch.aten import OPS
 from gradflow.importers.torch.call import Alias, Call, Parts, Unsupported
@@ -73,8 +73,10 @@ class Translator(Leaves):
         for what, given in (("wrt", self.step.wrt), ("expect", self.step.expect)):
             unknown = [k for k in given if k not in spec.context]
             if unknown:
+                close = did_you_mean(str(unknown[0]), [str(k) for k in spec.context])
                 raise self.step_error(f"{what} names {unknown[0]!r}, which module(*inputs) does not return "
-                                      f"(it returns {', '.join(map(str, spec.context))})")
+                                      f"{close[1:] if close else ''}"
+                                      f"{'' if close else '(it returns ' + ', '.join(map(str, spec.context)) + ')'}")
         self.bind_leaves()
         outputs = self.graph(self.program.graph, {})
         for key, node in zip(spec.context, outputs):
