@@ -7,6 +7,7 @@ parses each graph expression with the allowlist of ``expr.py``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -61,12 +62,14 @@ class Loader:
             raise self.fail(f"{what} must be a list, not {kind_of(node.value)}", node)
         return node.value
 
-    def integer(self, node: Node, what: str, low=None) -> int:
+    def integer(self, node: Node, what: str, low=None, high=None) -> int:
         v = node.value
         if not isinstance(v, int) or isinstance(v, bool):
             raise self.fail(f"{what} must be an integer, not {kind_of(v)}", node)
         if low is not None and v < low:
             raise self.fail(f"{what} must be at least {low}, got {v}", node)
+        if high is not None and v > high:
+            raise self.fail(f"{what} must be at most {high}, got {v}", node)
         return v
 
     def string(self, node: Node, what: str) -> str:
@@ -102,7 +105,7 @@ class Loader:
         get = top.get
         name = self.string(get("name"), "name") if "name" in top else Path(self.path).stem
         description = self.string(get("description"), "description") if "description" in top else ""
-        seed = self.integer(get("seed"), "seed", low=0) if "seed" in top else 0
+        seed = self.integer(get("seed"), "seed", low=0, high=2 ** 63 - 1) if "seed" in top else 0   # as --seed
         self.source = self.source_place(top["source"]) if "source" in top else None
         dims = self.dims(get("dims"), "dims")
         inputs = self.tensors(get("inputs"), "input")
@@ -211,9 +214,15 @@ class Loader:
     def value_init(self, node: Node, name: str) -> Init:
         value = plain(node)
         try:
-            nested_shape(value)
+            shape = nested_shape(value)
         except ValueError as e:
-            raise self.fail(f"value of {name!r}: {e}", node) from None
+            at = first_leaf(node, lambda v: not is_number(v)) if str(e) == NOT_NUMBERS else None
+            raise self.fail(f"value of {name!r}: {e}", at or node) from None
+        if 0 in shape:
+            raise self.fail(f"value of {name!r} is empty: a tensor needs at least one value", node)
+        infinite = first_leaf(node, lambda v: isinstance(v, float) and not math.isfinite(v))
+        if infinite is not None:
+            raise self.fail(f"value of {name!r}: values must be finite, not {infinite.value}", infinite)
         return Init("value", value=value, place=place_of(node))
 
     def modules(self, node: Node | None) -> dict:
@@ -421,6 +430,25 @@ def plain(node: Node):
     return root[0]
 
 
+def first_leaf(node: Node, bad) -> Node | None:
+    """The first scalar of a node tree, in file order, whose value is ``bad``: where to point."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current.value, list):
+            stack.extend(reversed(current.value))
+        elif bad(current.value):
+            return current
+    return None
+
+
+def is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+NOT_NUMBERS = "values must be numbers"
+
+
 def nested_shape(value) -> tuple:
     """The shape of a rectangular nested list of numbers (ValueError otherwise)."""
     shape, level = [], [value]
@@ -431,5 +459,5 @@ def nested_shape(value) -> tuple:
         shape.append(sizes.pop())
         level = [x for v in level for x in v]
     if any(isinstance(x, (list, dict, str)) or x is None or isinstance(x, bool) for x in level):
-        raise ValueError("values must be numbers")
+        raise ValueError(NOT_NUMBERS)
     return tuple(shape)

@@ -136,11 +136,21 @@ class ModuleCalls:
             module, overrides, path = self.spec.modules[inst.module], inst.dims, path or name
         else:
             module, overrides, path = self.spec.modules[name], {}, path or ev.scope.prefix + name
-        if node.keywords or len(node.args) != len(module.inputs):
+        given = dict(zip(module.inputs, node.args))   # by position, then by the inputs' names
+        for kw in node.keywords:
+            if kw.arg not in module.inputs or kw.arg in given:   # (** is refused with the expression)
+                problem = "is given twice" if kw.arg in given else \
+                    f"is not one of its inputs ({', '.join(module.inputs)})"
+                raise ModelError(f"module {module.name!r}: input {kw.arg!r} {problem}", self.path, kw.lineno,
+                                 kw.col_offset)
+            given[kw.arg] = kw.value
+        if len(node.args) > len(module.inputs) or len(given) != len(module.inputs):
+            missing = [n for n in module.inputs if n not in given]
             raise ModelError(f"module {module.name!r} takes {len(module.inputs)} input(s) "
-                             f"({', '.join(module.inputs)}), got {len(node.args) + len(node.keywords)}",
+                             f"({', '.join(module.inputs)}), got {len(node.args) + len(node.keywords)}"
+                             + (f": {', '.join(missing)} missing" if missing and node.keywords else ""),
                              self.path, node.lineno, node.col_offset)
-        args = [ev.tensor(a) for a in node.args]
+        args = [ev.tensor(given[n]) for n in module.inputs]
         return self.expand(module, path, overrides, args, node)
 
     def expand(self, module, path: str, overrides: dict, args: list, node):

@@ -339,3 +339,12 @@ def test_each_dropout_call_gets_its_own_mask_fixed_by_the_model_seed(write_model
     np.testing.assert_array_equal(a, again_a)
     np.testing.assert_array_equal(b, again_b)
     assert not np.array_equal(a, masks(2)[0])
+
+
+def test_a_module_takes_its_inputs_by_name_as_well_as_by_position(write_model):
+    by_position = gradflow.load(write_model(BLOCK + "graph:\n  y: block(x)\n  loss: sum(y)\nlosses: [loss]\n"))
+    by_name = gradflow.load(write_model(BLOCK + "graph:\n  y: block(h=x)\n  loss: sum(y)\nlosses: [loss]\n"))
+    by_position.materialize()
+    by_name.materialize()
+    assert list(by_name.params) == ["block.w"]
+    assert by_name.losses["loss"].value == by_position.losses["loss"].value
