@@ -75,6 +75,17 @@ def test_check_junit_reports_an_ignored_rule_as_skipped_not_passed():
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("11", "3", "1")
 
 
+def test_check_junit_counts_an_invalid_model_as_an_error_and_totals_every_suite():
+    # Consumers trust the attributes: an <error> element is counted under errors, not failures.
+    invalid = str(ROOT / "tests/models/invalid/clip_bound_not_a_number.yaml")
+    root = ET.fromstring(run("check", invalid, BUG, "--format", "junit").stdout)
+    bad, bug = root.findall("testsuite")
+    assert [bad.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["1", "0", "1", "0"]
+    assert bad.find("testcase/error") is not None
+    assert [bug.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["11", "4", "0", "0"]
+    assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["12", "4", "1", "0"]
+
+
 def test_check_sarif_lists_results_with_regions():
     doc = json.loads(run("check", BUG, "--format", "sarif").stdout)
     assert doc["version"] == "2.1.0"

@@ -13,13 +13,14 @@ from gradflow.cli.escape import shown
 
 def render_check(results, no_color: bool) -> None:
     suites = ET.Element("testsuites", name="gradflow")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     for r in results:
         suite = ET.SubElement(suites, "testsuite", name=shown(r.path))
-        cases = failures = skipped = 0
-        if r.error is not None:
+        cases = failures = errors = skipped = 0
+        if r.error is not None:   # an <error>, counted as one: the model could not be checked at all
             case = ET.SubElement(suite, "testcase", name="model is valid", classname=shown(r.path))
             ET.SubElement(case, "error", message=shown(r.error.message)).text = shown(r.error)
-            cases, failures = 1, 1
+            cases, errors = 1, 1
         else:
             for rule, (_, description) in RULES.items():
                 found = [f for f in r.report.findings if f.rule == rule]
@@ -29,16 +30,18 @@ def render_check(results, no_color: bool) -> None:
                     skipped += 1
                     ET.SubElement(case, "skipped", message=f"{rule} is ignored (--ignore, check: or pyproject.toml)")
                     continue
-                errors = [f for f in found if f.severity == "error" or r.report.settings.strict]
-                if errors:
+                failing = [f for f in found if f.severity == "error" or r.report.settings.strict]
+                if failing:
                     failures += 1
-                    text = "\n".join(shown(f"{f.file or f.path}:{f.line}:{f.col}: {f.message}") for f in errors)
-                    ET.SubElement(case, "failure", message=shown(errors[0].message)).text = text
+                    text = "\n".join(shown(f"{f.file or f.path}:{f.line}:{f.col}: {f.message}") for f in failing)
+                    ET.SubElement(case, "failure", message=shown(failing[0].message)).text = text
                 elif found:
                     ET.SubElement(case, "system-out").text = "\n".join(
                         shown(f"{f.file or f.path}:{f.line}:{f.col}: warning: {f.message}") for f in found)
-        suite.set("tests", str(cases))
-        suite.set("failures", str(failures))
-        suite.set("skipped", str(skipped))
+        for key, count in zip(totals, (cases, failures, errors, skipped)):
+            suite.set(key, str(count))
+            totals[key] += count
+    for key, count in totals.items():
+        suites.set(key, str(count))
     ET.indent(suites)
     click.echo(ET.tostring(suites, encoding="unicode", xml_declaration=True))
