@@ -53,7 +53,8 @@ def analyze_quietly(model, structural, counterfactual, settings, version) -> Rep
             from gradflow.analysis.counterfactual import counterfactuals
             norms = counterfactuals(model, grads, flow, stops, held, {n: pairs[n][loss_name] for n in pairs})
         per_loss[loss_name] = (flow, norms)
-    params = [ParamReport(n, t.shape, t.size, model.places[n].line, pairs[n], n in model.frozen)
+    lines = model.sources if model.spec.step else model.places   # a step's model file is never seen
+    params = [ParamReport(n, t.shape, t.size, lines[n].line, pairs[n], n in model.frozen)
               for n, t in model.params.items()]
     # Losses left out of the report (--loss) still count: a stop that cuts a parameter from one
     # is not redundant (GF106), a parameter one trains is not left without gradient (GF102).
@@ -161,5 +162,6 @@ def loss_reports(model, structural: bool) -> list:
         value = None if structural else float(np.asarray(model.losses[name].value))
         wrt = None if spec.wrt is None else [glob for glob, _ in spec.wrt]
         expect = {status: [glob for glob, _ in globs] for status, globs in model.spec.expect.get(name, {}).items()}
-        out.append(LossReport(name, value, spec.place.line, wrt, expect))
+        place = spec.source if model.spec.step and spec.source is not None else spec.place   # as params'
+        out.append(LossReport(name, value, place.line, wrt, expect))
     return out

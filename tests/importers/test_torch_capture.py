@@ -532,6 +532,15 @@ def test_a_steps_findings_say_how_to_mend_them_in_python_not_in_a_model_file(ste
     assert "check:" not in result.stdout and "frozen: true" not in result.stdout
 
 
+def test_a_steps_json_lines_are_python_lines_not_lines_of_the_model_file_it_never_saw(step_file):
+    import json
+    path, line_of = step_file(GAN)
+    doc = json.loads(run_cli("analyze", f"{path}:step", "--format", "json").stdout)
+    assert {p["line"] for p in doc["params"]} == {line_of("def")}    # made where FUNC builds the module
+    returned = next(i for i, line in enumerate(open(path).read().splitlines(), 1) if 'return {"d_loss"' in line)
+    assert [(l["name"], l["line"]) for l in doc["losses"]] == [("d_loss", returned), ("ce", returned)]
+
+
 def test_a_steps_table_says_its_values_are_the_steps_own_not_a_seeds(step_file):
     path, _ = step_file(TWO_HEADS)
     assert run_cli("analyze", f"{path}:step").stdout.splitlines()[1].startswith("numeric, the step's tensors; ")
