@@ -126,3 +126,27 @@ def test_import_attention_with_boolean_and_float_masks_gives_torch_autograd_grad
         return {"module": Masked(), "inputs": (torch.randn(2, 5, 4), torch.randn(5, 5))}
     """)
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_two_tensor_max_and_min_are_elementwise_as_in_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.w2 = nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            h = self.lin(x)
+            tied = h.clamp(max=0.0)   # equal to h wherever h <= 0: torch splits the gradient there
+            return {"high": (torch.max(h, self.w2) * h).sum() + torch.max(h, tied).square().sum(),
+                    "low": torch.min(self.w2, h).exp().sum() + h.min(tied).sum() + h.max() + torch.min(h)}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Pair(), "inputs": (torch.randn(3, 4),)}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.status("w2", "high") == "flows"
+    same_as_torch(report, path, "step")

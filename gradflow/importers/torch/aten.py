@@ -100,10 +100,14 @@ def softplus(c):
     return f"softplus({c.args[0]} * {text(beta)}) / {text(beta)}"
 
 
-def max_dim(op, arg):
+def max_dim(op, arg, elementwise):
     def handler(c):
-        if c.overload != "dim":
+        if c.overload == "other":   # torch.max(a, b): elementwise, as torch.maximum
+            return compare(elementwise)(c)
+        if c.overload == "default":
             return f"{op}({c.args[0]})"
+        if c.overload != "dim":
+            raise Unsupported(f"in its {c.overload!r} form")
         keep = c.arg(2, "keepdim", False)
         return Parts([f"{f}({c.args[0]}, axis={c.args[1]}, keepdims={keep})" for f in (op, arg)])
     return handler
@@ -143,7 +147,7 @@ OPS = {
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
     "amax": lambda c: reduce("max", c), "amin": lambda c: reduce("min", c),
-    "max": max_dim("max", "argmax"), "min": max_dim("min", "argmin"),
+    "max": max_dim("max", "argmax", "maximum"), "min": max_dim("min", "argmin", "minimum"),
     "argmax": lambda c: reduce("argmax", c), "argmin": lambda c: reduce("argmin", c),
     "logsumexp": lambda c: reduce("logsumexp", c), "var": variance,
     "std": lambda c: f"sqrt({variance(c)})", "linalg_vector_norm": norm,
