@@ -88,10 +88,14 @@ def merge(a: frozenset, b: frozenset) -> frozenset:
     return frozenset(kept)
 
 
-def places(cuts, model_path: str | None = None) -> list:
+def places(cuts, model_path: str | None = None, entry: str | None = None) -> list:
     """'op line:col' of each cut ('op FILE:LINE:COL' outside the model file), each place
-    once, in order."""
-    return list(dict.fromkeys(f"{c.op} {c.where(model_path).removeprefix('line ')}" for c in cuts))
+    once, in order. Given the ``entry`` they sit in, a cut in a node of another name (an
+    instance of a repeated block: 'op in block.1.out line:col') says which."""
+    def text(c):
+        named = "" if entry is None or c.node == entry else f" in {c.node}"
+        return f"{c.op}{named} {c.where(model_path).removeprefix('line ')}"
+    return list(dict.fromkeys(text(c) for c in cuts))
 
 
 def entry_graph(model, graph) -> tuple[list, list]:

@@ -265,3 +265,27 @@ def test_graph_names_a_repeated_stop_once_and_stays_fast(write_model):
     out = run("graph", path, "--format", "dot").output
     assert time.perf_counter() - started < 5.0   # generous; linear in the 15,000 nodes
     assert '"h0" -> "h" [color=orange, label="partly cut: stop_gradient 10:20"];' in out
+
+
+def test_why_names_the_instance_a_cut_inside_a_repeated_block_is_in(write_model):
+    # Every instance's stop is at the same line:col: only its node says which block cuts.
+    path = write_model("""
+        gradflow: 1
+        dims: {d: 3}
+        inputs:
+          x: {shape: [2, d]}
+        modules:
+          block:
+            inputs: [h]
+            params:
+              w: {shape: [d, d]}
+            graph:
+              out: stop_gradient(h) + tanh(h @ w)
+            output: out
+        graph:
+          h: repeat(block, x, times=3)
+          loss: sum(h)
+        losses: [loss]
+        """)
+    out = run("why", path, "block.0.w").output
+    assert "h [x stop_gradient in block.1.out 11:12] [x stop_gradient in block.2.out 11:12] -> loss" in out

@@ -34,7 +34,7 @@ def render(param: str, results, no_color: bool, model_path: str | None = None, f
                 if k:
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
-                for place in places(step.cuts, model_path):
+                for place in places(step.cuts, model_path, step.entry):
                     marker = shown(f" [x {place}]")
                     # on a terminal a marker is one unit when lines wrap (no-break spaces)
                     line.append(marker.replace(" ", "\u00a0") if out.is_terminal else marker, style="red")
