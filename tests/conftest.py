@@ -11,6 +11,22 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"
 
+# The head of a model with one residual block module, for tests of calls, repeat and why.
+BLOCK = """
+gradflow: 1
+dims: {d: 4}
+inputs:
+  x: {shape: [2, d]}
+modules:
+  block:
+    inputs: [h]
+    params:
+      w: {shape: [d, d]}
+    graph:
+      out: h + tanh(h @ w)
+    output: out
+"""
+
 
 @pytest.fixture
 def write_model(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
-from tests.conftest import MODELS, ROOT
+from tests.conftest import BLOCK, MODELS, ROOT
 
 
 SIAMESE = """
@@ -269,23 +269,7 @@ def test_graph_names_a_repeated_stop_once_and_stays_fast(write_model):
 
 def test_why_names_the_instance_a_cut_inside_a_repeated_block_is_in(write_model):
     # Every instance's stop is at the same line:col: only its node says which block cuts.
-    path = write_model("""
-        gradflow: 1
-        dims: {d: 3}
-        inputs:
-          x: {shape: [2, d]}
-        modules:
-          block:
-            inputs: [h]
-            params:
-              w: {shape: [d, d]}
-            graph:
-              out: stop_gradient(h) + tanh(h @ w)
-            output: out
-        graph:
-          h: repeat(block, x, times=3)
-          loss: sum(h)
-        losses: [loss]
-        """)
+    path = write_model(BLOCK.replace("h + tanh", "stop_gradient(h) + tanh")
+                       + "graph:\n  h: repeat(block, x, times=3)\n  loss: sum(h)\nlosses: [loss]\n")
     out = run("why", path, "block.0.w").output
     assert "h [x stop_gradient in block.1.out 11:12] [x stop_gradient in block.2.out 11:12] -> loss" in out

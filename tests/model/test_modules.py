@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gradflow
-from tests.conftest import MODELS
+from tests.conftest import BLOCK, MODELS
 
 MLP = """
 gradflow: 1
@@ -99,22 +99,6 @@ losses: [loss]
     assert report.status("enc.inner.w", "loss") == "flows"
     [stop] = [n for n in model.tape.nodes if n.meta and n.meta.entry == "enc.inner.y"]
     assert stop.op.name == "matmul"
-
-
-BLOCK = """
-gradflow: 1
-dims: {d: 4}
-inputs:
-  x: {shape: [2, d]}
-modules:
-  block:
-    inputs: [h]
-    params:
-      w: {shape: [d, d]}
-    graph:
-      out: h + tanh(h @ w)
-    output: out
-"""
 
 
 def test_repeat_unrolls_a_block_into_numbered_instances(write_model):
