@@ -150,3 +150,48 @@ def test_import_two_tensor_max_and_min_are_elementwise_as_in_torch(step_file, sa
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert report.status("w2", "high") == "flows"
     same_as_torch(report, path, "step")
+
+
+def test_import_var_and_std_honour_keepdim_and_correction_however_given(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Whiten(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+
+        def forward(self, x):
+            h = self.lin(x)   # [3, 5]: keepdim lost would not broadcast, or broadcast wrongly
+            z = (h - h.mean(1, keepdim=True)) / h.std(1, keepdim=True)
+            return {"pos": z.square().sum() + (h / h.std(1, True, True)).sum() + (h * h.var(0, False, True)).sum()
+                           + (h * torch.var(h, -1, unbiased=False, keepdim=True)).sum(),
+                    "kw": (h * h.var(dim=1, keepdim=True)).sum() + (h * torch.var(h, dim=(0, 1), correction=2,
+                                                                                keepdim=True)).sum()
+                          + (h * h.var(keepdim=True)).sum() + h.std(unbiased=False) + h.var(0, False).sum()
+                          + h.var(correction=0) + torch.std(h, dim=[0], correction=1.5).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Whiten(), "inputs": (torch.randn(3, 4),)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_var_of_too_few_values_for_its_correction_is_refused_at_the_line(step_file):
+    path, line_of = step_file("""
+    class One(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return {"loss": self.lin(x).var(1).sum()}   # @var
+
+
+    def step():
+        return {"module": One(), "inputs": (torch.randn(3, 4),)}
+    """)
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(f"{path}:step")
+    assert str(e.value).startswith(f"{path}:{line_of('var')}:")
+    assert "correction=1" in str(e.value)

@@ -65,15 +65,27 @@ def clip(c):
 
 
 def variance(c):
-    dims = c.arg(1, "dim")
-    correction = c.kwargs.get("correction", 1 if c.arg(2, "unbiased", True) is not False else 0)
+    """var/std in each aten form: (x, unbiased), (x, dim, unbiased, keepdim), (x, dim, *, correction, keepdim)."""
+    if c.overload == "default":
+        dims, unbiased, keep, correction = None, c.arg(1, "unbiased", True), False, None
+    elif c.overload == "dim":
+        dims, unbiased, keep, correction = c.arg(1, "dim"), c.arg(2, "unbiased", True), c.arg(3, "keepdim", False), None
+    elif c.overload == "correction":
+        dims, unbiased, keep, correction = c.arg(1, "dim"), True, c.kwargs.get("keepdim", False), \
+            c.kwargs.get("correction")
+    else:
+        raise Unsupported(f"in its {c.overload!r} form")
+    if correction is None:
+        correction = 1 if unbiased else 0
+    dims = [dims] if isinstance(dims, int) else dims
     shape = c.shapes[0]
     n = 1
-    for d in (range(len(shape)) if not dims else [d % len(shape) for d in dims]):
+    for d in (range(len(shape)) if not dims else {d % len(shape) for d in dims}):
         n *= shape[d]
-    keep = c.kwargs.get("keepdim", False)
+    if n - correction <= 0:
+        raise Unsupported(f"over {n} value(s) with correction={correction!r} (torch gives inf or nan)")
     axis = axes(dims, c.ndim())
-    expr = f"var({c.args[0]}, axis={axis}, keepdims={keep})"
+    expr = f"var({c.args[0]}, axis={axis}, keepdims={bool(keep)})"
     return expr if not correction else f"{expr} * {n / (n - correction)!r}"
 
 
