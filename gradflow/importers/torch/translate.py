@@ -66,9 +66,13 @@ class Translator(Leaves):
         spec = self.program.call_spec.out_spec
         if spec is None or spec.type is not dict:
             raise self.step_error("module(*inputs) must return a dict of scalar losses")
-        for key in spec.context:
+        for key, child in zip(spec.context, spec.children()):
             if not isinstance(key, str) or not NAME.fullmatch(key) or "." in key or key in self.used:
                 raise self.step_error(f"loss name {key!r} is not an identifier that gradflow can use")
+            if not child.is_leaf():   # a tuple or dict of tensors: its tensors would take the next names
+                what = "None" if child.type is type(None) else f"a {child.type.__name__}"
+                raise self.step_error(f"loss {key!r} is {what}, but each loss must be one scalar tensor: "
+                                      f"return each as its own key of the dict")
             self.used.add(key)
         for what, given in (("wrt", self.step.wrt), ("expect", self.step.expect)):
             unknown = [k for k in given if k not in spec.context]
@@ -224,6 +228,9 @@ class Translator(Leaves):
         return self.emit(node, expr, call.cls.__name__.lower(), call.source or self.source_of(node))
 
     def loss(self, key: str, node) -> None:
+        if not isinstance(node, torch.fx.Node):   # None, or a number forward returned as it is
+            what = "None" if node is None else f"a {type(node).__name__}"
+            raise self.step_error(f"loss {key!r} is {what}, but each loss must be one scalar tensor")
         name = self.tensor(node, node)
         line = next((line for line in self.out.graph if line.targets == (name,)), None)
         if line is not None and all(user.op == "output" for user in node.users):
