@@ -120,6 +120,7 @@ def check_expect(ctx: Context) -> None:
     report, model = ctx.report, ctx.model
     structural = report.model["mode"] == "structural"
     for loss, statuses in model.spec.expect.items():
+        claimed = {}   # parameter -> (status, glob) of the first glob that matched it
         for status, globs in statuses.items():
             for glob, place in globs:
                 names = matches(glob, model.params)
@@ -127,6 +128,14 @@ def check_expect(ctx: Context) -> None:
                     ctx.add("GF101", f"expect {loss}.{status}: {glob!r} matches no parameter"
                             f"{glob_hint(glob, model.params)}", place, loss=loss)
                 for name in names:
+                    first = claimed.setdefault(name, (status, glob))
+                    if first[0] != status:   # one parameter, two statuses: one of them is a slip
+                        ctx.group("GF101", ("both", loss, first, status, glob), name, place,
+                                  lambda names, first=first, status=status, glob=glob, loss=loss: (
+                                      f"expect {loss}: {listing(names)} {'is' if len(names) == 1 else 'are'} "
+                                      f"under {first[0]} ({first[1]!r}) and under {status} ({glob!r}); "
+                                      "a parameter has one status"), loss=loss)
+                        continue
                     pair = report.pair(name, loss)
                     # Structure alone cannot tell a zero gradient from a flowing one.
                     if pair.status == status or (structural and {status, pair.status} == {"flows", "zero"}):

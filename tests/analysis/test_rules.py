@@ -57,6 +57,19 @@ losses:
     assert finding.message == f"loss: wrt {glob!r} matches no parameter (did you mean {hint!r}?)"
 
 
+def test_gf101_a_parameter_expected_under_two_statuses_is_one_error_not_a_failed_expectation(write_model):
+    report = gradflow.analyze(gradflow.load(write_model(HEAD + """
+graph:
+  loss: sum(w * v)
+losses: [loss]
+expect:
+  loss: {flows: ['*'], blocked: [w, v]}
+""")))
+    assert [(f.rule, f.message) for f in report.findings] == [   # one finding per glob, at its place
+        ("GF101", "expect loss: w is under flows ('*') and under blocked ('w'); a parameter has one status"),
+        ("GF101", "expect loss: v is under flows ('*') and under blocked ('v'); a parameter has one status")]
+
+
 def test_gf103_wrt_parameter_gets_nothing(write_model):
     found = rules_of(write_model, HEAD + """
 graph:
