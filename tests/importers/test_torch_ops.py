@@ -195,3 +195,51 @@ def test_import_var_of_too_few_values_for_its_correction_is_refused_at_the_line(
         gradflow.load(f"{path}:step")
     assert str(e.value).startswith(f"{path}:{line_of('var')}:")
     assert "correction=1" in str(e.value)
+
+
+IGNORED = """
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 5)
+
+    def forward(self, x, y, pad, seq):
+        h = self.lin(x)
+        return {"pad": F.cross_entropy(h, pad, ignore_index=0),
+                "hf": F.cross_entropy(h, y),
+                "nll": F.nll_loss(F.log_softmax(h, dim=1), y, ignore_index=-100)
+                       + F.nll_loss(F.log_softmax(h, dim=1), pad, ignore_index=4),
+                "flat": F.cross_entropy(h.view(2, 3, 5).reshape(-1, 5), seq.view(-1), ignore_index=2),
+                "unused": F.cross_entropy(h, pad, ignore_index=3)}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Tagger(), "inputs": (torch.randn(6, 4), torch.tensor([1, -100, 4, -100, 0, 2]),
+                                           torch.tensor([0, 0, 3, 1, 4, 0]), torch.tensor([[2, 1, 2], [0, 2, 4]]))}
+"""
+
+
+def test_import_cross_entropy_and_nll_leave_out_the_ignore_index_rows_as_torch(step_file, same_as_torch):
+    path, _ = step_file(IGNORED)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_cross_entropy_with_every_label_ignored_is_refused_at_the_line(step_file):
+    path, line_of = step_file("""
+    class Empty(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+
+        def forward(self, x, y):
+            return {"loss": F.cross_entropy(self.lin(x), y)}   # @ce
+
+
+    def step():
+        return {"module": Empty(), "inputs": (torch.randn(2, 4), torch.tensor([-100, -100]))}
+    """)
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(f"{path}:step")
+    assert str(e.value).startswith(f"{path}:{line_of('ce')}:")
+    assert "every label equal to ignore_index=-100" in str(e.value)

@@ -5,11 +5,34 @@ from __future__ import annotations
 from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
 
 
+def ignoring(c, at: int) -> int | None:
+    """ignore_index when some label may equal it (unknown labels may), else None."""
+    ignore = c.arg(at, "ignore_index", -100)
+    labels = (c.values or {}).get(1)
+    if labels is not None and not (labels == ignore).any():
+        return None
+    if labels is not None and (labels == ignore).all():
+        raise Unsupported(f"with every label equal to ignore_index={ignore} (torch gives nan)")
+    return ignore
+
+
+def kept_mean(logp: str, c, ignore: int) -> str:
+    """-mean of logp[label] over the rows whose label is not ``ignore``, as torch's ignore_index."""
+    y = c.args[1]
+    keep = f"not_equal({y}, {ignore})"
+    zeros = f"argmax(expand_dims({y}, 1), axis=1)"   # integer zeros: a number would make the labels floats
+    picked = f"take_along_axis({logp}, expand_dims(where({keep}, {y}, {zeros}), 1), axis=1)"
+    return f"-sum(reshape({picked}, [{c.shapes[1][0]}]) * {keep}) / sum({keep})"
+
+
 def cross_entropy(c):
     weight, reduction = c.arg(2, "weight"), c.arg(3, "reduction", 1)
     smoothing = c.arg(5, "label_smoothing", 0.0)
     if weight is not None or reduction != 1 or smoothing or c.ndim() != 2 or c.ndim(1) != 1:
         raise Unsupported("beyond mean reduction over [N, C] logits and [N] class labels")
+    ignore = ignoring(c, 4)
+    if ignore is not None:
+        return kept_mean(f"log_softmax({c.args[0]}, axis=1)", c, ignore)
     return f"cross_entropy({c.args[0]}, {c.args[1]})"
 
 
@@ -17,6 +40,9 @@ def nll(c):
     weight, reduction = c.arg(2, "weight"), c.arg(3, "reduction", 1)
     if weight is not None or reduction != 1 or c.ndim() != 2 or c.ndim(1) != 1:
         raise Unsupported("beyond mean reduction over [N, C] log-probabilities and [N] class labels")
+    ignore = ignoring(c, 4)
+    if ignore is not None:
+        return kept_mean(c.args[0], c, ignore)
     return f"-mean(take_along_axis({c.args[0]}, expand_dims({c.args[1]}, 1), axis=1))"
 
 
