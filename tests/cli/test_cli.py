@@ -397,3 +397,12 @@ def test_ops_documents_module_calls_and_repeat():
 def test_help_names_the_exit_codes():
     out = run("--help").output
     assert "Exit codes: 0 success" in out and "1 a check" in out and "2 usage error" in out and "130" in out
+
+
+def test_check_on_a_narrow_terminal_breaks_no_line_the_summary_included(monkeypatch):
+    # Findings are whole lines for grep and editors; the summary is a line like them.
+    monkeypatch.chdir(ROOT)
+    out = CliRunner().invoke(cli, ["check", "models/dead_relu.yaml"], env={"COLUMNS": "40", **TERMINAL}).output
+    lines = out.splitlines()
+    assert lines[-1] == "1 model checked: ok (0 errors, 2 warnings)"
+    assert all(line.startswith("models/dead_relu.yaml") for line in lines[:-1])

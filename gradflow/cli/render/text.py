@@ -19,7 +19,7 @@ def render_check(results, no_color: bool) -> None:
         for f in r.report.findings:
             out.print(finding_line(f), soft_wrap=True)
         out.print(Line(shown(r.path) + ": ", style="dim") + verdict(r.report), soft_wrap=True)
-    out.print(summary(results))
+    out.print(summary(results), soft_wrap=True)   # a line, as the findings are: never broken
 
 
 def summary(results) -> Line:
