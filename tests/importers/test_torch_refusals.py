@@ -53,3 +53,113 @@ def test_a_loss_that_is_not_one_tensor_is_refused_at_the_def_line(step_file, val
     e = refused(path)
     assert (e.line, e.col) == (line_of("def"), 1)
     assert e.message.startswith(says) and "one scalar tensor" in e.message
+
+
+WRITES = """
+class Writes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.Linear(10, 6)
+        self.lin = nn.Linear(4, 4)
+        self.emb = nn.Embedding(5, 4, max_norm=1.0)
+
+    def rnn(self, x):
+        outputs = torch.zeros(2, 3, 6)
+        h = torch.zeros(2, 6)
+        for t in range(3):
+            h = torch.tanh(self.cell(torch.cat([x[:, t], h], -1)))
+            outputs[:, t] = h  # @rnn
+        return {"loss": outputs.pow(2).mean()}
+
+    def scale(self, x):
+        g = self.lin(x[:, 0])
+        g[:, :2] *= 0.5  # @scale
+        return {"loss": g.pow(2).sum()}
+
+    def pad(self, x):
+        logits = self.lin(x[:, 0])
+        logits[:, 0] = -1e9  # @pad
+        return {"loss": F.cross_entropy(logits, torch.tensor([1, 2]))}
+
+    def base_view(self, x):
+        h = self.lin(x[:, 0])
+        y = h.t()
+        h.relu_()  # @base_view
+        return {"loss": (y * 2).sum()}
+
+    def embed(self, x):
+        return {"loss": self.emb(torch.tensor([0, 3, 3])).sum()}  # @embed
+
+    def forward(self, x):
+        return getattr(self, self.which)(x)
+
+
+def make(which):
+    module = Writes()
+    module.which = which
+    torch.manual_seed(0)
+    return {"module": module, "inputs": (torch.randn(2, 3, 4),)}
+
+
+def rnn():
+    return make("rnn")
+
+
+def scale():
+    return make("scale")
+
+
+def pad():
+    return make("pad")
+
+
+def base_view():
+    return make("base_view")
+
+
+def embed():
+    return make("embed")
+"""
+
+
+@pytest.mark.parametrize("func, col, op", [
+    ("rnn", 13, "aten.copy_.default"), ("scale", 9, "aten.mul_.Tensor"), ("pad", 9, "aten.fill_.Tensor"),
+    ("base_view", 9, "aten.relu_.default"), ("embed", 25, "aten.embedding_renorm_.default"),
+])
+def test_an_in_place_write_read_again_through_another_name_is_refused_at_its_line(step_file, func, col, op):
+    path, line_of = step_file(WRITES)
+    e = refused(path, func)
+    assert (e.line, e.col) == (line_of(func), col)
+    assert e.message.startswith(f"unsupported in-place write ({op}) into a tensor that is read again")
+    assert "torch.stack, torch.cat or torch.where" in e.message
+    result = run_cli("check", f"{path}:{func}")
+    assert result.exit_code == 2
+    assert result.stderr == f"{path}:{line_of(func)}:{col}: error: {e.message}\n"
+
+
+def test_in_place_writes_whose_old_value_nobody_reads_still_import_as_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Fine(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)
+            h.add_(1.0)                   # the whole tensor: later reads see the write
+            h *= 2.0
+            scratch = h.clone()
+            scratch[:, 0] = 0.0           # nobody reads scratch again
+            v = h[:, :2]
+            v.mul_(3.0)                   # read only through v afterwards
+            w = self.lin(x)
+            w.relu_()
+            return {"loss": v.square().sum() + w.sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Fine(), "inputs": (torch.randn(3, 4),)}
+    """)
+    import gradflow
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")

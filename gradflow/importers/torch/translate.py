@@ -95,6 +95,13 @@ class Translator(Leaves):
         """Translate one fx graph (the program's, or a no_grad block's); its output values.
         Nodes no output depends on (buffer updates, export's own assertions) are skipped."""
         needed = ancestors(graph)
+        write = stale_write(graph, needed)
+        if write is not None:
+            what = f"aten.{target_name(write.target)}.{write.target._overloadname}"
+            raise self.fail(write, f"unsupported in-place write ({what}) into a tensor that is read again "
+                                   "through another name (its base, a view of it, a parameter), which export "
+                                   "leaves reading the old value; build the new value with torch.stack, "
+                                   "torch.cat or torch.where instead")
         for node in graph.nodes:
             if node.op == "placeholder":
                 if node in bound:
@@ -277,6 +284,49 @@ def ancestors(graph) -> set:
                 seen.add(parent)
                 stack.append(parent)
     return seen
+
+
+def aliasing(node) -> bool:
+    """Is the node's output a view of its first argument (select, slice, view, t, a split's part)?"""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return aliasing(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else False
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.arguments or not schema.returns:
+        return False
+    first, out = schema.arguments[0].alias_info, schema.returns[0].alias_info
+    return first is not None and out is not None and not first.is_write and not out.is_write
+
+
+def writes(node) -> bool:
+    """Does the call write into its first argument (copy_, mul_, fill_, embedding_renorm_)?"""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    info = schema.arguments[0].alias_info if schema is not None and schema.arguments else None
+    return info is not None and info.is_write and bool(node.args) and isinstance(node.args[0], torch.fx.Node)
+
+
+def stale_write(graph, needed: set):
+    """The first in-place write whose tensor a needed node reads again afterwards through another
+    name (its base, a view of it): export rewires only the written name's later uses to the write,
+    so the other reads see the value from before it."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in graph.nodes:
+        if not writes(node):
+            continue
+        root = node.args[0]
+        while aliasing(root) and isinstance(root.args[0], torch.fx.Node):
+            root = root.args[0]
+        names, stack = {root}, [root]
+        while stack:                        # the root and every view of it, however deep
+            for user in stack.pop().users:
+                if user not in names and aliasing(user) and user.args[0] in names:
+                    names.add(user)
+                    stack.append(user)
+        for name in names:
+            if any(user in needed and order[user] > order[node] and user not in names for user in name.users):
+                return node
+    return None
 
 
 def in_place(packet: str) -> bool:
