@@ -243,3 +243,58 @@ def test_import_cross_entropy_with_every_label_ignored_is_refused_at_the_line(st
         gradflow.load(f"{path}:step")
     assert str(e.value).startswith(f"{path}:{line_of('ce')}:")
     assert "every label equal to ignore_index=-100" in str(e.value)
+
+
+def test_import_rsub_alpha_and_avg_pool_divisor_override_give_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Args(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.w = nn.Parameter(torch.randn(4))
+            self.conv = nn.Conv2d(1, 2, 3, padding=1)
+            self.plain = nn.Conv2d(2, 2, 1)   # stride and padding left at their defaults
+
+        def forward(self, x, img):
+            h = self.lin(x)
+            c = self.plain(self.conv(img))
+            return {"rsub": (torch.rsub(h, self.w, alpha=2) * h).sum() + torch.rsub(h, 3.0, alpha=-0.5).square().sum()
+                            + (1 - h).square().sum() + torch.rsub(h, self.w).sum(),
+                    "pool": F.avg_pool2d(c, 2, divisor_override=1).square().sum()
+                            + F.avg_pool2d(c, (2, 3), stride=1, divisor_override=4).square().sum()
+                            + F.avg_pool2d(c, 2, divisor_override=None).square().sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Args(), "inputs": (torch.randn(3, 4), torch.randn(2, 1, 4, 6))}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+@pytest.mark.parametrize("code, says", [
+    ("F.max_pool2d(x, 2, dilation=2).sum()", "aten.max_pool2d.default with dilation=[2, 2]"),
+    ("F.max_pool2d(x, 2, 1, 0, (1, 2)).sum()", "aten.max_pool2d.default with dilation=[1, 2]"),
+    ("self.emb(torch.tensor([1, 1, 2])).sum() * x.sum()",
+     "aten.embedding.default with scale_grad_by_freq=True"),
+])
+def test_import_arguments_that_change_the_gradient_and_are_not_modelled_are_refused(step_file, code, says):
+    path, line_of = step_file(f"""
+    class Refused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 1, 1)
+            self.emb = nn.Embedding(5, 3, scale_grad_by_freq=True)
+
+        def forward(self, x):
+            x = self.conv(x)
+            return {{"loss": {code}}}  # @here
+
+
+    def step():
+        return {{"module": Refused(), "inputs": (torch.randn(1, 1, 6, 6),)}}
+    """)
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(f"{path}:step")
+    assert str(e.value).startswith(f"{path}:{line_of('here')}:")
+    assert f"error: unsupported op {says}" in str(e.value)

@@ -27,9 +27,11 @@ def binary(symbol):
     def handler(c):
         a, b = text(c.args[0]), text(c.args[1])
         alpha = c.kwargs.get("alpha", c.args[2] if len(c.args) > 2 else 1)
+        if symbol == "r-":   # rsub(a, b, alpha) is b - alpha * a
+            return f"{b} - {a}" if alpha == 1 else f"{b} - {text(alpha)} * {a}"
         if alpha != 1 and symbol in "+-":
             b = f"{text(alpha)} * {b}"
-        return f"{a} {symbol} {b}" if symbol != "r-" else f"{b} - {a}"
+        return f"{a} {symbol} {b}"
     return handler
 
 

@@ -90,6 +90,8 @@ def batch_norm(c):
 def embedding(c):
     if c.arg(2, "padding_idx", -1) != -1:
         raise Unsupported("with padding_idx (its row gets no gradient)")
+    if c.arg(3, "scale_grad_by_freq", False):
+        raise Unsupported("with scale_grad_by_freq=True (its gradient is divided by how often each index occurs)")
     return f"embedding({c.args[1]}, {c.args[0]})"
 
 
@@ -121,7 +123,8 @@ def conv2d(c):
         raise Unsupported("with dilation or groups")
     if isinstance(padding, str):
         raise Unsupported(f"with padding={padding!r}")
-    expr = f"conv2d({x}, {w}, stride={text(tuple(stride))}, padding={text(tuple(padding))})"
+    stride, padding = (tuple(v) if isinstance(v, (list, tuple)) else (v, v) for v in (stride, padding))
+    expr = f"conv2d({x}, {w}, stride={text(stride)}, padding={text(padding)})"
     return expr if b is None else f"{expr} + reshape({b}, [{c.shapes[1][0]}, 1, 1])"
 
 
@@ -131,7 +134,14 @@ def pool(op):
         ceil_mode = c.arg(5 if op == "max_pool2d" else 4, "ceil_mode", False)
         if c.arg(3, "padding", 0) not in (0, [0, 0]) or ceil_mode:
             raise Unsupported("with padding or ceil_mode")
-        return f"{op}({c.args[0]}, {text(tuple(kernel))}, {text(tuple(stride))})"
+        if op == "max_pool2d" and c.arg(4, "dilation", 1) not in (1, [1, 1], (1, 1)):
+            raise Unsupported(f"with dilation={c.arg(4, 'dilation', 1)!r}")
+        expr = f"{op}({c.args[0]}, {text(tuple(kernel))}, {text(tuple(stride))})"
+        divisor = c.arg(6, "divisor_override") if op == "avg_pool2d" else None
+        if divisor is None:
+            return expr
+        window = kernel[0] * kernel[-1] if isinstance(kernel, (list, tuple)) else kernel * kernel
+        return f"{expr} * {window / divisor!r}"   # the window's sum over divisor_override, not its mean
     return handler
 
 
