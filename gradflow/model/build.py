@@ -133,6 +133,7 @@ class Builder(ModuleCalls):
         self.model = Model(spec, self.resolve_dims(dims or {}), spec.seed if seed is None else seed, self.tape)
         self.instances: dict[str, dict] = {}    # instance path -> its params (local name -> Tensor)
         self.repeats: dict[str, tuple] = {}     # instances' prefix -> (the repeat call, its name= given)
+        self.called: dict[str, tuple] = {}      # instance path -> (module, Place of its declaration or call)
         self.zeros_by_default: dict[int, str] = {}   # tape index -> param name (a gain gets ones)
         self.calling_entry: str | None = None        # the top-level graph entry being evaluated
 
@@ -165,6 +166,7 @@ class Builder(ModuleCalls):
         tensors = {**model.inputs, **model.params}
         scope = Scope("", tensors, model.dims, later_names(spec.graph), "the graph")
         self.run_graph(spec.graph, scope)
+        self.point_at_instances()
         for name in first_used_as_gain(self.tape.nodes, self.zeros_by_default):
             model.inits[name] = ("ones", ())
         model.entries = {n: tensors[n] for e in spec.graph for n in e.targets}
@@ -172,6 +174,21 @@ class Builder(ModuleCalls):
             model.losses[name] = self.loss_tensor(name, loss.place, tensors)
         self.tape.keep_values = {t.index for t in model.entries.values()}   # what a name shows, it holds
         return model
+
+    def point_at_instances(self) -> None:
+        """A module with several instances declares each parameter on one line for all of
+        them: findings about an instance's parameter point at that instance (its line under
+        instances:, or the call that made it) instead, unless the file gives them sources."""
+        modules: dict[str, list] = {}
+        for path, (module, place) in self.called.items():
+            modules.setdefault(module, []).append((path, place))
+        for module, instances in modules.items():
+            if len(instances) < 2 or self.spec.source is not None:
+                continue
+            for path, place in instances:
+                for local, t in self.spec.modules[module].params.items():
+                    if t.source is None:
+                        self.model.sources[f"{path}.{local}"] = Place(place.line, place.col)
 
     def loss_tensor(self, name: str, place: Place, tensors: dict) -> Tensor:
         entries = {n for e in self.spec.graph for n in e.targets}

@@ -16,6 +16,7 @@ from gradflow.model.dims import resolve as resolve_dims
 from gradflow.model.evaluate import Scope, later_names
 from gradflow.model.expr import dotted_name, nodes_of
 from gradflow.model.replay import Template
+from gradflow.model.spec import Place
 
 
 def callees(spec, graph):
@@ -169,6 +170,9 @@ class ModuleCalls:
             return self.instances[path]
         if not module.params:   # nothing to share between calls: no record kept per instance
             return {}
+        if not (isinstance(node.func, ast.Name) and node.func.id == "repeat"):   # its instances share a call
+            declared = self.spec.instances.get(path)
+            self.called[path] = (module.name, declared.place if declared else Place(node.lineno, node.col_offset))
         params = {}
         for local, t in module.params.items():
             full = f"{path}.{local}"

@@ -35,6 +35,23 @@ def test_bug_dqn_leak_is_also_caught_by_gf104_without_expectations():
     assert {(f.rule, f.severity) for f in report.findings} == {("GF104", "warning")}
 
 
+def test_a_finding_about_one_instance_of_a_shared_module_points_at_that_instance():
+    # qnet declares w1 once for online and target: the leak is the target's, at 'target: qnet'.
+    report = gradflow.analyze(gradflow.load(BUGS / "dqn_target_leak.yaml"))
+    [leak] = [f for f in report.findings if f.rule == "GF104"]
+    lines = (BUGS / "dqn_target_leak.yaml").read_text().splitlines()
+    assert lines[leak.line - 1] == "  target: qnet" and leak.col == lines[leak.line - 1].index("qnet") + 1
+    assert {p["name"]: p["line"] for p in report.to_dict()["params"]}["target.w1"] == \
+        lines.index("      w1: {shape: [obs, hidden]}") + 1    # the JSON keeps where it is declared
+
+
+def test_a_module_called_by_its_own_name_keeps_its_findings_at_its_parameters():
+    report = gradflow.analyze(gradflow.load(BUGS / "gan_stopped_discriminator_output.yaml"))
+    [gf102] = [f for f in report.findings if f.rule == "GF102"]
+    lines = (BUGS / "gan_stopped_discriminator_output.yaml").read_text().splitlines()
+    assert lines[gf102.line - 1].strip().startswith("w1:")   # one instance: its declaration says it all
+
+
 def test_bug_gan_generator_learns_nothing_when_d_output_is_stopped():
     found = findings("gan_stopped_discriminator_output.yaml")
     assert {p for rule, p in found if rule == "GF102"} == {"G.w1", "G.b1", "G.w2"}
