@@ -163,3 +163,40 @@ def test_in_place_writes_whose_old_value_nobody_reads_still_import_as_torch(step
     """)
     import gradflow
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_inference_mode_is_a_cut_at_its_line_like_no_grad(step_file, same_as_torch):
+    path, line_of = step_file("""
+    class Infer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 1)
+
+        @torch.inference_mode()
+        def encode(self, x):
+            return self.a(x)
+
+        def forward(self, x):
+            with torch.inference_mode():  # @with
+                h = self.a(x)
+            with torch.inference_mode(False):
+                kept = self.a(x)
+            return {"infer": self.b(h.clone()).mean(), "decorated": self.b(self.encode(x).clone()).mean(),
+                    "off": self.b(kept).mean()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Infer(), "inputs": (torch.randn(3, 4),)}
+    """)
+    import gradflow
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert [report.status("a.weight", loss) for loss in ("infer", "decorated", "off")] == \
+        ["blocked", "blocked", "flows"]
+    same_as_torch(report, path, "step")
+    cuts = [line for line in import_python(f"{path}:step").graph if line.expr.startswith("no_grad(")]
+    assert (cuts[0].source.line, cuts[0].source.col) == (line_of("with"), 9)
+    assert torch.is_inference_mode_enabled() is False
+    with torch.inference_mode():   # torch's own inference_mode is itself again afterwards
+        assert torch.is_inference_mode_enabled()

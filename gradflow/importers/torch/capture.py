@@ -118,13 +118,30 @@ def refusing_data():
     return property(data, base.__set__)
 
 
+def inference_as_no_grad():
+    """inference_mode's __enter__/__exit__ as no_grad's: export traces inference_mode as nothing
+    at all, so what it computes would look differentiable; as no_grad it is a cut at its line."""
+    def enter(self):
+        self.gradflow_cut = torch.no_grad() if self.mode else None
+        if self.gradflow_cut is not None:
+            self.gradflow_cut.__enter__()
+
+    def exit_(self, *exc):
+        if self.gradflow_cut is not None:
+            self.gradflow_cut.__exit__(*exc)
+    return enter, exit_
+
+
 @contextmanager
 def watching(recorder: Recorder):
-    """Patch node creation, Function.apply and Tensor.data for the duration of one export."""
+    """Patch node creation, Function.apply, Tensor.data and inference_mode for the duration of one export."""
     create_node, apply = torch.fx.Graph.create_node, torch.autograd.Function.__dict__["apply"]
+    inference = torch.autograd.grad_mode.inference_mode
+    enter, exit_ = inference.__dict__["__enter__"], inference.__dict__["__exit__"]
     torch.fx.Graph.create_node = stamping(recorder)
     torch.autograd.Function.apply = fencing(recorder, apply)
     torch.Tensor.data = refusing_data()
+    inference.__enter__, inference.__exit__ = inference_as_no_grad()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # export's advice about the user's code is not ours to print
@@ -133,6 +150,7 @@ def watching(recorder: Recorder):
         torch.fx.Graph.create_node = create_node
         torch.autograd.Function.apply = apply
         del torch.Tensor.data   # back to TensorBase's own descriptor
+        inference.__enter__, inference.__exit__ = enter, exit_
 
 
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
