@@ -128,6 +128,9 @@ class Evaluator:
                                   "inputs, their own params, the model's inputs and dims; pass it in")
         if name in OPS or name in ALIASES:
             raise self.fail(node, f"{name!r} is an op, not a value: call it, e.g. {name}(x)")
+        if name in self.builder.spec.modules or name in self.builder.spec.instances:
+            what = "a module" if name in self.builder.spec.modules else "an instance"
+            raise self.fail(node, f"{name!r} is {what}, not a value: call it on its inputs, e.g. {name}(x)")
         head, _, attr = name.rpartition(".")
         if head in scope.tensors:
             op = {"T": "transpose"}.get(attr, attr if attr in OPS else None)
