@@ -200,3 +200,86 @@ def test_inference_mode_is_a_cut_at_its_line_like_no_grad(step_file, same_as_tor
     assert torch.is_inference_mode_enabled() is False
     with torch.inference_mode():   # torch's own inference_mode is itself again afterwards
         assert torch.is_inference_mode_enabled()
+
+
+ODD = """
+class Boom(BaseException):
+    pass
+
+
+class Lin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return {"loss": h[x > 0].sum()}  # @mask
+
+
+class Fine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, x, *rest):
+        return {"loss": self.lin(x).mean()}
+
+
+def mask():
+    return {"module": Lin(), "inputs": (torch.randn(3, 4),)}
+
+
+def sparse():  # @sparse
+    return {"module": Fine(), "inputs": (torch.randn(3, 4), torch.eye(3).to_sparse())}
+
+
+def complex_input():  # @complex_input
+    return {"module": Fine(), "inputs": (torch.randn(3, 4), torch.randn(3, dtype=torch.complex64))}
+
+
+def complex_param():  # @complex_param
+    module = Fine()
+    module.register_buffer("phase", torch.ones(2, dtype=torch.complex64))
+    return {"module": module, "inputs": (torch.randn(3, 4),)}
+
+
+def base():
+    raise Boom("stop")  # @base
+
+
+def ok():
+    return {"module": Fine(), "inputs": (torch.randn(3, 4),)}
+"""
+
+
+@pytest.mark.parametrize("func, col, message", [
+    ("mask", 25, "unsupported data-dependent shape: the size of what aten.index.Tensor gives depends on tensor values"),
+    ("sparse", 1, "sparse() returned input 1 with layout sparse_coo: only dense tensors can be imported"),
+    ("complex_input", 1, "complex_input() returned input 1 of dtype complex64: gradflow's values are real"),
+    ("complex_param", 1, "complex_param() returned a module whose 'phase' is complex"),
+    ("base", 5, "base() raised Boom: stop"),
+])
+def test_odd_steps_are_one_located_error_and_the_other_targets_are_still_checked(step_file, func, col, message):
+    path, line_of = step_file(ODD)
+    result = run_cli("check", f"{path}:{func}", f"{path}:ok")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()     # no traceback, no warning of gradflow's own
+    assert line.startswith(f"{path}:{line_of(func)}:{col}: error: {message}")
+    assert "2 models checked: 1 invalid" in result.stdout
+
+
+def test_a_base_exception_at_import_is_located_and_ctrl_c_still_stops(step_file, tmp_path):
+    path, line_of = step_file("""
+    import pytest
+    pytest.importorskip("surely_not_an_installed_module")  # @skip
+    """, name="skipped.py")
+    result = run_cli("check", f"{path}:step")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"{path}:{line_of('skip')}:1: error: importing {path} raised Skipped: could not import")
+    interrupted, _ = step_file("""
+    def step():
+        raise KeyboardInterrupt
+    """, name="interrupted.py")
+    with pytest.raises(KeyboardInterrupt):
+        import_python(f"{interrupted}:step")

@@ -19,7 +19,7 @@ import torch.fx
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 from gradflow.importers.torch.functions import TensorArg
-from gradflow.importers.torch.places import (USER_ERRORS, display, exit_call, frame_source, is_user_frame,
+from gradflow.importers.torch.places import (USER_ERRORS, display, exit_call, frame_source, is_user_frame, stops,
                                              user_source, user_source_in_traceback)
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
@@ -161,7 +161,9 @@ def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
             program = torch.export.export(module, inputs, strict=False)
     except ModelError:
         raise
-    except (*USER_ERRORS, SystemExit) as e:   # torch refused the user's code, or it exited: say where
+    except USER_ERRORS as e:   # torch refused the user's code, or it exited: say where
+        if stops(e):
+            raise
         at = user_source_in_traceback(e.__traceback__) or fallback
         raise ModelError(export_message(e), display(at.path), at.line, at.col) from None
     return program, recorder

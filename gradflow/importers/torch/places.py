@@ -80,9 +80,17 @@ def display(path: str) -> str:
     return path if rel.startswith(os.pardir) else rel
 
 
-# What the user's code may raise that is its failure, not a stop of gradflow: an ordinary
-# exception, or a stray GeneratorExit. KeyboardInterrupt and gradflow's own signal stops pass.
-USER_ERRORS = (Exception, GeneratorExit)
+# What the user's code may raise that is its failure, not a stop of gradflow: any exception,
+# a BaseException of its own too (pytest.importorskip's Skipped). KeyboardInterrupt and
+# gradflow's own stops (Ctrl-C) pass: ``stops`` says which; SystemExit is answered apart.
+USER_ERRORS = (BaseException,)
+
+
+def stops(error: BaseException) -> bool:
+    """Ctrl-C, as Python's KeyboardInterrupt or as gradflow's own: never the user's failure."""
+    if isinstance(error, KeyboardInterrupt):
+        return True
+    return not isinstance(error, Exception) and type(error).__module__.split(".")[0] == "gradflow"
 
 
 def raised(error: BaseException) -> str:

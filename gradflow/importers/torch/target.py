@@ -19,7 +19,8 @@ import torch
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Source
-from gradflow.importers.torch.places import USER_ERRORS, display, exit_call, raised, user_source_in_traceback
+from gradflow.importers.torch.places import (USER_ERRORS, display, exit_call, raised, stops,
+                                             user_source_in_traceback)
 
 KEYS = ("module", "inputs", "wrt", "expect", "description")
 
@@ -56,6 +57,8 @@ def call_step(module, func: str, path: Path, file: str) -> Step:
     except SystemExit as e:  # not the end of gradflow, nor of the other files being checked
         raise located(e, f"{func}() {exit_call(e)}", source) from None
     except USER_ERRORS as e:   # the user's own code failed: point at their line
+        if stops(e):
+            raise
         raise located(e, f"{func}() {raised(e)}", source) from None
     return check_returned(returned, func, source)
 
@@ -97,6 +100,8 @@ def run_file(path: Path):
         raise located(e, f"importing {path} {exit_call(e)} (is the training run behind "
                          "`if __name__ == '__main__':`?)", Source(str(path.resolve()), 1, 1)) from None
     except USER_ERRORS as e:
+        if stops(e):
+            raise
         raise located(e, f"importing {path} {raised(e)}",
                       Source(str(path.resolve()), 1, 1)) from None
     return module
@@ -136,6 +141,17 @@ def check_returned(value, func: str, source: Source) -> Step:
     inputs = (inputs,) if isinstance(inputs, torch.Tensor) else inputs
     if not isinstance(inputs, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise fail("returned 'inputs' that are not a tuple of tensors")
+    for name, t in [*module.named_parameters(), *module.named_buffers()]:
+        if t.is_complex() or t.layout != torch.strided:
+            raise fail(f"returned a module whose {name!r} is {'complex' if t.is_complex() else 'sparse'}: "
+                       "gradflow's values are real and dense")
+    for i, t in enumerate(inputs):
+        if t.layout != torch.strided:
+            raise fail(f"returned input {i} with layout {str(t.layout).replace('torch.', '')}: only dense tensors "
+                       "can be imported (pass t.to_dense())")
+        if t.is_complex():
+            raise fail(f"returned input {i} of dtype {str(t.dtype).replace('torch.', '')}: gradflow's values are "
+                       "real (pass the real and imaginary parts as two real tensors)")
     wrt, expect = value.get("wrt") or {}, value.get("expect") or {}
     if not isinstance(wrt, dict) or not all(isinstance(v, (list, tuple)) for v in wrt.values()):
         raise fail("returned a 'wrt' that is not a dict of loss -> list of parameter globs")

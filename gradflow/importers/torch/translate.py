@@ -114,6 +114,12 @@ class Translator(Leaves):
 
     def call(self, node):
         target = node.target
+        if data_dependent(node):
+            what = f"aten.{target_name(target)}.{target._overloadname}" if hasattr(target, "_overloadname") \
+                else node.name
+            raise self.fail(node, f"unsupported data-dependent shape: the size of what {what} gives depends on tensor "
+                                  "values (boolean-mask indexing, nonzero); keep the shape and mask instead, "
+                                  "e.g. with torch.where or by multiplying by the mask")
         if target is operator.getitem:
             return self.getitem(node)
         if target is NO_GRAD_HOP:
@@ -327,6 +333,13 @@ def stale_write(graph, needed: set):
             if any(user in needed and order[user] > order[node] and user not in names for user in name.users):
                 return node
     return None
+
+
+def data_dependent(node) -> bool:
+    """Does the node's output have a size known only from tensor values (h[x > 0])?"""
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    return any(isinstance(v, torch.Tensor) and not all(isinstance(n, int) for n in v.shape) for v in vals)
 
 
 def in_place(packet: str) -> bool:
