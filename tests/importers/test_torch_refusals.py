@@ -283,3 +283,39 @@ def test_a_base_exception_at_import_is_located_and_ctrl_c_still_stops(step_file,
     """, name="interrupted.py")
     with pytest.raises(KeyboardInterrupt):
         import_python(f"{interrupted}:step")
+
+
+def test_a_parameter_updated_in_place_under_no_grad_in_forward_still_gets_its_gradient(step_file, same_as_torch):
+    path, _ = step_file("""
+    import copy
+
+
+    class Updates(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.critic = nn.Linear(4, 1)
+            self.online = nn.Linear(4, 4)
+            self.target = copy.deepcopy(self.online).requires_grad_(False)
+            with torch.no_grad():
+                self.target.weight.mul_(3.0)
+
+        def forward(self, x):
+            with torch.no_grad():     # WGAN weight clipping before use
+                for p in self.critic.parameters():
+                    p.clamp_(-0.01, 0.01)
+            with torch.no_grad():     # an EMA of the online network
+                for pt, po in zip(self.target.parameters(), self.online.parameters()):
+                    pt.mul_(0.5).add_(po, alpha=0.5)
+            return {"critic": self.critic(x).mean(),
+                    "byol": (self.online(x) - self.target(x * 2)).pow(2).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Updates(), "inputs": (torch.randn(3, 4),)}
+    """)
+    import gradflow
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.status("critic.weight", "critic") == "flows"
+    assert report.status("online.weight", "byol") == "flows"
+    same_as_torch(report, path, "step")

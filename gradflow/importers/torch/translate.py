@@ -239,6 +239,15 @@ class Translator(Leaves):
         outputs = []
         for n in inner:
             value = self.values.get(n, n)
+            written = written_input(n, places)
+            if written is not None and isinstance(value, str):
+                # an in-place update under no_grad (weight clipping, an EMA): the tensor keeps its own
+                # gradient and only its value changes, as torch's leaf keeps its identity
+                outer = self.values.get(args[places.index(written)])
+                if isinstance(outer, str):
+                    outputs.append(self.emit(node, f"{outer} + stop_gradient({value} - {outer})",
+                                             f"{n.name}_updated", source))
+                    continue
             carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
             # integer results (an argmax) carry no gradient anyway: no cut to report
             outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
@@ -333,6 +342,13 @@ def stale_write(graph, needed: set):
             if any(user in needed and order[user] > order[node] and user not in names for user in name.users):
                 return node
     return None
+
+
+def written_input(node, places: list):
+    """The placeholder that ``node`` is an in-place write chain into (p.clamp_(), p.mul_().add_()), or None."""
+    while isinstance(node, torch.fx.Node) and writes(node):
+        node = node.args[0]
+    return node if node in places else None
 
 
 def data_dependent(node) -> bool:
