@@ -245,7 +245,7 @@ class Translator(Leaves):
                 # gradient and only its value changes, as torch's leaf keeps its identity
                 outer = self.values.get(args[places.index(written)])
                 if isinstance(outer, str):
-                    outputs.append(self.emit(node, f"{outer} + stop_gradient({value} - {outer})",
+                    outputs.append(self.emit(node, f"{outer} + no_grad({value} - {outer})",
                                              f"{n.name}_updated", source))
                     continue
             carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
