@@ -319,3 +319,5 @@ def test_a_parameter_updated_in_place_under_no_grad_in_forward_still_gets_its_gr
     assert report.status("critic.weight", "critic") == "flows"
     assert report.status("online.weight", "byol") == "flows"
     same_as_torch(report, path, "step")
+    # the update's own path is the no_grad block the user wrote, not a stop_gradient of ours
+    assert {c.op for p in report.params for pair in p.grads.values() for c in pair.partially_cut_by} == {"no_grad"}
