@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from gradflow.analysis.flow import cut_of
+from gradflow.engine.tape import pass_on
 
 
 BLOCK = 1 << 17   # entries per block of a large gradient: one read from memory serves every pass
@@ -98,14 +99,25 @@ def dies_at(graph, grads: list, param, open_) -> list:
             if child.index in open_ and child.index not in downstream:
                 downstream.add(child.index)
                 stack.append(child)
-    places = []
+    places, cancelled = [], {}
     for i in sorted(downstream, reverse=True):
         node = graph.nodes[i]
-        if i == param.index or all_zero(grads[i] if i < len(grads) else None):
+        g = grads[i] if i < len(grads) else None
+        if i == param.index or all_zero(g):
             continue
-        if any(carries and p.index in downstream and all_zero(grads[p.index])
-               for p, carries in graph.edges(node)):
+        dead = [p for p, carries in graph.edges(node) if carries and p.index in downstream and all_zero(grads[p.index])]
+        if not dead:
+            continue
+        share = [None] * (i + 1)
+        pass_on(node, g, share, False)   # what this node alone passes back
+        if any(all_zero(share[p.index]) for p in dead):
             places.append(cut_of(i, node, "zero"))
+        else:   # it passes gradient on, which other nodes' shares cancel where they add up
+            cancelled.update((p.index, p) for p in dead)
+    # Where shares cancel at an op node, the gradient dies there; at the parameter itself,
+    # no node is to blame and none is named.
+    places += [cut_of(i, p, "zero") for i, p in sorted(cancelled.items(), reverse=True)
+               if p.op is not None and all(c.index != i for c in places)]
     return places
 
 

@@ -61,6 +61,29 @@ def test_status_zero_when_multiplied_by_zero(write_model):
     assert [c.op for c in pair.dies_at] == ["matmul"]
 
 
+def test_a_zero_gradient_from_shares_that_cancel_blames_where_they_meet_not_the_ops_that_pass_them(write_model):
+    # b*x - b*x: each mul passes +-x back to b; the zero is their sum. No mul is to blame.
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          b: {shape: [3], init: ones}
+          c: {shape: [3], init: ones}
+        inputs:
+          x: {shape: [3], init: ones}
+        graph:
+          lb: sum(b * x - b * x)
+          h: c * x
+          lc: sum(h * x) - sum(h * x)
+          ld: sum(h - h)
+        losses: [lb, lc, ld]
+    """)
+    assert report.pair("b", "lb").status == "zero" and report.pair("b", "lb").dies_at == []
+    # at a node, the shares meet there: h's gradient is the zero
+    assert [(c.node, c.op) for c in report.pair("c", "lc").dies_at] == [("h", "mul")]
+    # one op whose own shares cancel (h - h passes +g and -g to h) is where it dies
+    assert [(c.node, c.op) for c in report.pair("c", "ld").dies_at] == [("ld", "sub")]
+
+
 def test_status_zero_with_a_partial_implicit_cut(write_model):
     report = analyze(write_model, """
         gradflow: 1
