@@ -298,3 +298,25 @@ def test_import_arguments_that_change_the_gradient_and_are_not_modelled_are_refu
         gradflow.load(f"{path}:step")
     assert str(e.value).startswith(f"{path}:{line_of('here')}:")
     assert f"error: unsupported op {says}" in str(e.value)
+
+
+
+def test_import_the_same_tensor_under_two_loss_names_is_each_loss(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 2)
+
+        def forward(self, x):
+            loss = self.lin(x).square().mean()
+            return {"total": loss, "recon": loss, "other": self.lin(x).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Twice(), "inputs": (torch.randn(3, 4),)}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.status("lin.weight", "recon") == "flows"
+    same_as_torch(report, path, "step")

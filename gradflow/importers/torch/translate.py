@@ -268,7 +268,8 @@ class Translator(Leaves):
             raise self.step_error(f"loss {key!r} is {what}, but each loss must be one scalar tensor")
         name = self.tensor(node, node)
         line = next((line for line in self.out.graph if line.targets == (name,)), None)
-        if line is not None and all(user.op == "output" for user in node.users):
+        once = sum(1 for n in self.program.graph.output_node().args[0] if n is node) == 1
+        if line is not None and once and all(user.op == "output" for user in node.users):
             line.targets = (key,)   # the loss takes the name of the line that computes it
         else:
             self.out.graph.append(Line((key,), name, self.source_of(node)))
