@@ -6,6 +6,7 @@ and the norm each stop removes on its own.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import numpy as np
 
@@ -108,8 +109,8 @@ def dies_at(graph, grads: list, param, open_) -> list:
         dead = [p for p, carries in graph.edges(node) if carries and p.index in downstream and all_zero(grads[p.index])]
         if not dead:
             continue
-        share = [None] * (i + 1)
-        pass_on(node, g, share, False)   # what this node alone passes back
+        share = defaultdict(lambda: None)   # what this node alone passes back (only its inputs')
+        pass_on(node, g, share, False)
         if any(all_zero(share[p.index]) for p in dead):
             places.append(cut_of(i, node, "zero"))
         else:   # it passes gradient on, which other nodes' shares cancel where they add up

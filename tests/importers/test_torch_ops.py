@@ -300,6 +300,36 @@ def test_import_arguments_that_change_the_gradient_and_are_not_modelled_are_refu
     assert f"error: unsupported op {says}" in str(e.value)
 
 
+def test_import_not_of_a_mask_and_casts_of_comparisons_give_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Masks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qk = nn.Linear(4, 8)
+            self.emb = nn.Embedding(2, 4)
+
+        def forward(self, x, pad):
+            q, k = self.qk(x).chunk(2, dim=-1)
+            s = q @ k.transpose(-1, -2)
+            causal = torch.ones(5, 5, dtype=torch.bool).tril()
+            mask = causal & ~pad[:, None, :]           # the second row is all padding: every score masked
+            s = s.masked_fill(~mask, -1e9).softmax(-1)
+            h = s @ x
+            pos = (h > 0).long()
+            either = (h[..., 0] > 0) | pad
+            return {"masked": (h * torch.logical_not(pad)[..., None]).square().sum() + (h[..., 1] * either).sum()
+                              + (h[..., 2] * torch.logical_xor(h[..., 0] > 0, pad)).sum(),
+                    "cast": (h * (h > 0).float()).sum() + (h * pos).sum() + self.emb(pos[..., 0]).sum()
+                            + (h * (~(h < 0.1)).double()).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        pad = torch.tensor([[False, False, False, True, True], [True] * 5])
+        return {"module": Masks(), "inputs": (torch.randn(2, 5, 4), pad)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
 
 def test_import_the_same_tensor_under_two_loss_names_is_each_loss(step_file, same_as_torch):
     path, _ = step_file("""

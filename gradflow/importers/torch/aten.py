@@ -127,6 +127,25 @@ def max_dim(op, arg, elementwise):
     return handler
 
 
+def logical_not(c):
+    return f"equal({c.args[0]}, 0)"
+
+
+def bitwise_not(c):
+    if c.kinds.get(0) != "bool":   # ~x of an integer is -x - 1
+        raise Unsupported("of an integer tensor (gradflow maps ~ of a boolean tensor)")
+    return logical_not(c)
+
+
+def logical(op):
+    """and / or / xor of masks: gradflow holds booleans as 0/1 floats."""
+    def handler(c):
+        if c.overload not in ("default", "Tensor") or {c.kinds.get(0), c.kinds.get(1)} != {"bool"}:
+            raise Unsupported("beyond two boolean tensors")
+        return op.format(a=c.args[0], b=c.args[1])
+    return handler
+
+
 def masked_fill(c):
     return f"where({c.args[1]}, {text(c.args[2])}, {c.args[0]})"
 
@@ -156,7 +175,10 @@ OPS = {
     "gt": compare("greater"), "lt": compare("less"), "ge": compare("greater_equal"),
     "le": compare("less_equal"), "eq": compare("equal"), "ne": compare("not_equal"),
     "where": lambda c: f"where({text(c.args[0])}, {text(c.args[1])}, {text(c.args[2])})",
-    "masked_fill": masked_fill,
+    "masked_fill": masked_fill, "logical_not": logical_not, "bitwise_not": bitwise_not,
+    **{op: logical("{a} * {b}") for op in ("logical_and", "bitwise_and", "__and__")},
+    **{op: logical("maximum({a}, {b})") for op in ("logical_or", "bitwise_or", "__or__")},
+    **{op: logical("not_equal({a}, {b})") for op in ("logical_xor", "bitwise_xor", "__xor__")},
     "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "addmm": addmm, "linear": linear,
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),

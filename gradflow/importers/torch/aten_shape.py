@@ -96,6 +96,8 @@ def convert(c):
         return f"{c.args[0]} * 1.0"
     if target == "bool":
         return f"not_equal({c.args[0]}, 0)"
+    if source == "bool" and target == "int":   # 0/1 as integers: the index of the larger of (1 - b, b)
+        return f"argmax(stack([1 - {c.args[0]}, {c.args[0]}], axis=-1), axis=-1)"
     raise Unsupported(f"from {source} to {target}")
 
 
