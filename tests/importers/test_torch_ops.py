@@ -331,6 +331,63 @@ def test_import_not_of_a_mask_and_casts_of_comparisons_give_torch_autograd_gradi
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
 
 
+def test_import_einsum_and_index_select_give_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Contract(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 3))
+            self.q = nn.Parameter(torch.randn(2, 5, 4))
+
+        def forward(self, x, idx):
+            h = torch.einsum("bij,jk->bik", x, self.w)
+            att = torch.einsum("bqd, bkd -> bqk", self.q, x)
+            return {"mat": h.square().sum() + torch.einsum("bqk,bkd->bqd", att.softmax(-1), x).sum(),
+                    "other": torch.einsum("...j,...j->...", x, self.q).sum()
+                             + torch.einsum("ij,ik", self.w, self.w).sum()
+                             + torch.einsum("bij->j", x * self.q).sum() + torch.einsum("ij,ij->", self.w, self.w)
+                             + torch.einsum("i,j->ij", self.w[0], self.w[:, 1]).exp().sum(),
+                    "select": self.w.index_select(0, idx).square().sum() + x.index_select(2, idx[0]).sum()
+                              + torch.index_select(self.q, 1, idx).tanh().sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Contract(), "inputs": (torch.randn(2, 5, 4), torch.tensor([3, 0, 3]))}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_einsum_beyond_two_operands_or_with_a_diagonal_is_refused_at_its_line(step_file):
+    path, line_of = step_file("""
+    class Three(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 4))
+
+        def three(self, x):
+            return {"loss": torch.einsum("ij,jk,kl->il", x, self.w, self.w).sum()}   # @three
+
+        def forward(self, x):
+            return {"loss": torch.einsum("ii->i", x @ self.w).sum()}   # @diag
+
+
+    def three():
+        m = Three()
+        m.forward = m.three
+        return {"module": m, "inputs": (torch.randn(4, 4),)}
+
+
+    def diag():
+        return {"module": Three(), "inputs": (torch.randn(4, 4),)}
+    """)
+    for func, says in (("three", "3 operands"), ("diag", "repeated")):
+        with pytest.raises(gradflow.ModelError) as e:
+            gradflow.load(f"{path}:{func}")
+        assert str(e.value).startswith(f"{path}:{line_of(func)}:"), str(e.value)
+        assert "einsum" in str(e.value) and says in str(e.value)
+
+
 def test_import_the_same_tensor_under_two_loss_names_is_each_loss(step_file, same_as_torch):
     path, _ = step_file("""
     class Twice(nn.Module):

@@ -146,6 +146,48 @@ def logical(op):
     return handler
 
 
+def einsum(c):
+    """Two operands (or one): each lined up on the output's letters then the summed ones, multiplied
+    with broadcasting, summed over the letters the output does not keep."""
+    equation, operands, shapes = c.args[0].replace(" ", ""), c.args[1], c.shapes[1]
+    if len(operands) > 2:
+        raise Unsupported(f"with {len(operands)} operands (gradflow maps one or two; "
+                          "write it as two-operand einsums in turn)")
+    inputs, arrow, out = equation.partition("->")
+    terms = inputs.split(",")
+    spare = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if ch not in equation]
+    dots = max([len(shape) - len(term) + 3 for term, shape in zip(terms, shapes) if "..." in term] or [0])
+    batch = "".join(spare[:dots])
+    terms = [t.replace("...", batch[dots - (len(s) - len(t) + 3):]) for t, s in zip(terms, shapes)]
+    if not arrow:
+        letters = "".join(terms)
+        out = batch + "".join(sorted(ch for ch in set(letters) - set(batch) if letters.count(ch) == 1))
+    out = out.replace("...", batch)
+    for term, shape in zip(terms, shapes):
+        if len(term) != len(shape) or not term.isalpha():
+            raise Unsupported(f"with {equation!r} for operands of {len(shape)} axes")
+        if len(set(term)) != len(term):
+            raise Unsupported(f"with a letter repeated in one operand of {equation!r} (a diagonal)")
+    if len(set(out)) != len(out) or not set(out) <= set("".join(terms)):
+        raise Unsupported(f"with the output {out!r} of {equation!r}")
+    order = out + "".join(dict.fromkeys(ch for ch in "".join(terms) if ch not in out))
+    aligned = []
+    for name, term in zip(operands, terms):
+        present = sorted(term, key=order.index)
+        expr = name
+        if present != list(term):
+            expr = f"transpose({expr}, axes={tuple(term.index(ch) for ch in present)!r})"
+        missing = tuple(i for i, ch in enumerate(order) if ch not in term)
+        if missing:
+            expr = f"expand_dims({expr}, {missing[0] if len(missing) == 1 else missing!r})"
+        aligned.append(expr)
+    expr = " * ".join(aligned)
+    summed = tuple(range(len(out), len(order)))
+    if summed:
+        expr = f"sum({expr}, axis={summed[0] if len(summed) == 1 else summed!r})"
+    return expr
+
+
 def masked_fill(c):
     return f"where({c.args[1]}, {text(c.args[2])}, {c.args[0]})"
 
@@ -176,6 +218,7 @@ OPS = {
     "le": compare("less_equal"), "eq": compare("equal"), "ne": compare("not_equal"),
     "where": lambda c: f"where({text(c.args[0])}, {text(c.args[1])}, {text(c.args[2])})",
     "masked_fill": masked_fill, "logical_not": logical_not, "bitwise_not": bitwise_not,
+    "einsum": einsum,
     **{op: logical("{a} * {b}") for op in ("logical_and", "bitwise_and", "__and__")},
     **{op: logical("maximum({a}, {b})") for op in ("logical_or", "bitwise_or", "__or__")},
     **{op: logical("not_equal({a}, {b})") for op in ("logical_xor", "bitwise_xor", "__xor__")},

@@ -55,6 +55,11 @@ def index(c):
     return f"take({c.args[0]}, {found[0][1]}, axis={found[0][0]})"
 
 
+def index_select(c):
+    idx = c.args[2] if c.ndim(2) else f"reshape({c.args[2]}, [1])"   # a 0-d index selects one, keeping the axis
+    return f"take({c.args[0]}, {idx}, axis={c.args[1] % c.ndim()})"
+
+
 def gather(c):
     return f"take_along_axis({c.args[0]}, {c.args[2]}, axis={c.args[1] % c.ndim()})"
 
@@ -116,5 +121,6 @@ SHAPE_OPS = {
     **{op: convert for op in ("to", "_to_copy", "type_as")},
     "cat": concat("concat"), "concat": concat("concat"), "stack": concat("stack"),
     "slice": slice_, "select": select, "index": index, "gather": gather,
+    "index_select": index_select,
     "split": split, "split_with_sizes": split, "chunk": chunk, "unbind": unbind,
 }
