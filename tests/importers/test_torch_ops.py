@@ -388,6 +388,29 @@ def test_import_einsum_beyond_two_operands_or_with_a_diagonal_is_refused_at_its_
         assert "einsum" in str(e.value) and says in str(e.value)
 
 
+def test_import_var_mean_and_std_mean_give_torch_autograd_gradients(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Stats(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+
+        def forward(self, x):
+            h = self.lin(x)
+            v, m = torch.var_mean(h, 1, keepdim=True)
+            s, m0 = torch.std_mean(h, dim=0, correction=0)
+            va, ma = torch.var_mean(h)
+            return {"whiten": ((h - m) / v.sqrt()).square().sum() + (h * s).sum() + (h * m0).sum(),
+                    "all": va * ma + torch.std_mean(h, unbiased=False)[0]}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Stats(), "inputs": (torch.randn(3, 4),)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
 def test_import_the_same_tensor_under_two_loss_names_is_each_loss(step_file, same_as_torch):
     path, _ = step_file("""
     class Twice(nn.Module):

@@ -188,6 +188,20 @@ def einsum(c):
     return expr
 
 
+def var_mean(c):
+    """(var or std, mean) over the same axes, as torch.var_mean and torch.std_mean."""
+    spread = variance(c)
+    if c.overload == "default":
+        dims, keep = None, False
+    else:
+        dims = c.arg(1, "dim")
+        keep = c.kwargs.get("keepdim", False) if c.overload == "correction" else c.arg(3, "keepdim", False)
+    axis = axes([dims] if isinstance(dims, int) else dims, c.ndim())
+    mean = f"mean({c.args[0]})" if axis is None and not keep else \
+        f"mean({c.args[0]}, axis={axis}, keepdims={bool(keep)})"
+    return spread, mean
+
+
 def masked_fill(c):
     return f"where({c.args[1]}, {text(c.args[2])}, {c.args[0]})"
 
@@ -222,6 +236,8 @@ OPS = {
     **{op: logical("{a} * {b}") for op in ("logical_and", "bitwise_and", "__and__")},
     **{op: logical("maximum({a}, {b})") for op in ("logical_or", "bitwise_or", "__or__")},
     **{op: logical("not_equal({a}, {b})") for op in ("logical_xor", "bitwise_xor", "__xor__")},
+    "var_mean": lambda c: Parts(list(var_mean(c))),
+    "std_mean": lambda c: Parts([f"sqrt({var_mean(c)[0]})", var_mean(c)[1]]),
     "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "addmm": addmm, "linear": linear,
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
