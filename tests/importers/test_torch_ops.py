@@ -388,6 +388,69 @@ def test_import_einsum_beyond_two_operands_or_with_a_diagonal_is_refused_at_its_
         assert "einsum" in str(e.value) and says in str(e.value)
 
 
+def test_import_cross_entropy_and_nll_with_smoothing_reductions_and_positions_give_torch_autograd_gradients(
+        step_file, same_as_torch):
+    path, _ = step_file("""
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+
+        def forward(self, x, y, tags):
+            logits = self.lin(x)                   # [6, 5]
+            seq = logits.reshape(2, 3, 5).transpose(1, 2)   # [2, 5, 3]: classes on axis 1
+            return {"smooth": F.cross_entropy(logits, y, label_smoothing=0.1)
+                              + F.cross_entropy(logits, y, label_smoothing=0.2, ignore_index=0),
+                    "summed": F.cross_entropy(logits, y, reduction="sum")
+                              + F.cross_entropy(logits, y, reduction="sum", ignore_index=2, label_smoothing=0.3),
+                    "unreduced": (F.cross_entropy(logits, y, reduction="none") * torch.arange(6.0)).sum()
+                            + F.cross_entropy(logits, y, reduction="none", ignore_index=1).max(),
+                    "seq": F.cross_entropy(seq, tags, ignore_index=-1)
+                           + F.cross_entropy(seq, tags, ignore_index=-1, reduction="none").sum()
+                           + F.nll_loss(F.log_softmax(seq, 1), tags, reduction="sum", ignore_index=-1)
+                           + F.nll_loss(F.log_softmax(logits, 1), y, reduction="none").square().mean(),
+                    "all_ignored": F.cross_entropy(logits, torch.full((6,), -100), reduction="sum")
+                                   + F.cross_entropy(seq, torch.full((2, 3), -100), reduction="none").sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Tagger(), "inputs": (torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 4, 1]),
+                                               torch.tensor([[1, -1, 4], [0, 0, -1]]))}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_import_cross_entropy_with_class_weights_or_probabilities_is_refused_at_its_line(step_file):
+    path, line_of = step_file("""
+    class Soft(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+
+        def forward(self, x, p):
+            return {"loss": F.cross_entropy(self.lin(x), p)}   # @soft
+
+        def weighted(self, x, y):
+            return {"loss": F.cross_entropy(self.lin(x), y, weight=torch.ones(5), reduction="sum")}   # @weighted
+
+
+    def step():
+        return {"module": Soft(), "inputs": (torch.randn(6, 4), torch.rand(6, 5).softmax(1))}
+
+
+    def weighted():
+        m = Soft()
+        m.forward = m.weighted
+        return {"module": m, "inputs": (torch.randn(6, 4), torch.tensor([0, 1, 2, 3, 4, 0]))}
+    """)
+    for func, marker, says in (("step", "soft", "class labels"), ("weighted", "weighted", "with weight")):
+        with pytest.raises(gradflow.ModelError) as e:
+            gradflow.load(f"{path}:{func}")
+        assert str(e.value).startswith(f"{path}:{line_of(marker)}:"), str(e.value)
+        assert says in str(e.value)
+
+
 def test_import_var_mean_and_std_mean_give_torch_autograd_gradients(step_file, same_as_torch):
     path, _ = step_file("""
     class Stats(nn.Module):
