@@ -451,6 +451,46 @@ def test_import_cross_entropy_with_class_weights_or_probabilities_is_refused_at_
         assert says in str(e.value)
 
 
+def test_import_norms_without_affine_group_norm_and_padding_rows_give_torch_autograd_gradients(
+        step_file, same_as_torch):
+    path, _ = step_file("""
+    class Norms(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(2, 4, 3, padding=1)
+            self.gn = nn.GroupNorm(2, 4)
+            self.gn_plain = nn.GroupNorm(4, 4, affine=False)
+            self.ln = nn.LayerNorm(4, elementwise_affine=False)
+            self.ln2 = nn.LayerNorm([4, 4], bias=False)
+            self.bn = nn.BatchNorm2d(4, affine=False)
+            self.bn_eval = nn.BatchNorm1d(4, affine=False).eval()
+            self.emb = nn.Embedding(5, 4, padding_idx=0)
+            self.emb_last = nn.Embedding(5, 4, padding_idx=-1)
+            with torch.no_grad():
+                self.emb.weight[0] = 0.5        # a padding row need not be zero: its value is used as it is
+                self.bn_eval.running_mean.uniform_()
+                self.bn_eval.running_var.uniform_(0.5, 2.0)
+
+        def forward(self, img, tokens, only_pad):
+            c = self.conv(img)                  # [2, 4, 4, 4]
+            e = self.emb(tokens)                # [2, 3, 4]
+            return {"group": (self.gn(c) * c).sum() + self.gn_plain(c).exp().sum(),
+                    "layer": (self.ln(e) * e).sum() + self.ln2(c).square().sum(),
+                    "batch": (self.bn(c) * c).sum() + self.bn_eval(e.sum(1)).exp().sum(),
+                    "pad": (e * e).sum() + self.emb_last(tokens).sum(),
+                    "only_pad": self.emb(only_pad).square().sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Norms(), "inputs": (torch.randn(2, 2, 4, 4), torch.tensor([[0, 1, 4], [4, 0, 0]]),
+                                              torch.zeros(2, 2, dtype=torch.long))}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.status("emb.weight", "only_pad") == "zero"
+    same_as_torch(report, path, "step")
+
+
 def test_import_var_mean_and_std_mean_give_torch_autograd_gradients(step_file, same_as_torch):
     path, _ = step_file("""
     class Stats(nn.Module):

@@ -81,30 +81,55 @@ def bce(c):
     return f"binary_cross_entropy({c.args[0]}, {c.args[1]})"
 
 
+def normalized(x: str, axis, eps) -> str:
+    """(x - mean) / sqrt(biased var + eps) over axis, as torch's norms."""
+    return (f"({x} - mean({x}, axis={axis}, keepdims=True)) / sqrt(var({x}, axis={axis}, keepdims=True) + {eps!r})")
+
+
+def affine(expr: str, w, b, shape) -> str:
+    """expr * w + b, each of w and b broadcast as ``shape`` (either may be None)."""
+    if w is not None:
+        expr = f"{expr} * {w if shape is None else f'reshape({w}, {shape})'}"
+    if b is not None:
+        expr = f"{expr} + {b if shape is None else f'reshape({b}, {shape})'}"
+    return expr
+
+
 def layer_norm(c):
     shape, w, b, eps = c.args[1], c.arg(2, "weight"), c.arg(3, "bias"), c.arg(4, "eps", 1e-5)
-    if len(shape) != 1 or w is None or b is None:
-        raise Unsupported("over more than the last axis, or without weight and bias")
-    return f"layer_norm({c.args[0]}, {w}, {b}, eps={eps!r})"
+    if len(shape) == 1 and w is not None and b is not None:
+        return f"layer_norm({c.args[0]}, {w}, {b}, eps={eps!r})"
+    axis = tuple(range(c.ndim() - len(shape), c.ndim()))
+    return affine(normalized(c.args[0], axis[0] if len(axis) == 1 else axis, eps), w, b, None)
 
 
 def batch_norm(c):
     x, w, b, mean, var, training, _, eps = (c.args + [None] * 9)[:8]
-    if w is None or b is None:
-        raise Unsupported("without affine weight and bias")
-    if training:
-        return f"batch_norm({x}, {w}, {b}, eps={eps!r})"
     s = shape_text([c.shapes[0][1]] + [1] * (c.ndim() - 2))
-    return (f"({x} - reshape({mean}, {s})) / sqrt(reshape({var}, {s}) + {eps!r}) * reshape({w}, {s})"
-            f" + reshape({b}, {s})")
+    if training or mean is None:
+        if w is not None and b is not None:
+            return f"batch_norm({x}, {w}, {b}, eps={eps!r})"
+        return affine(normalized(x, tuple(a for a in range(c.ndim()) if a != 1), eps), w, b, s)
+    return affine(f"({x} - reshape({mean}, {s})) / sqrt(reshape({var}, {s}) + {eps!r})", w, b, s)
+
+
+def group_norm(c):
+    x, groups, w, b, eps = c.args[0], c.args[1], c.arg(2, "weight"), c.arg(3, "bias"), c.arg(4, "eps", 1e-5)
+    shape = c.shapes[0]
+    grouped = f"reshape({x}, [{shape[0]}, {groups}, -1])"
+    s = shape_text([shape[1]] + [1] * (c.ndim() - 2))
+    return affine(f"reshape({normalized(grouped, 2, eps)}, {shape_text(shape)})", w, b, s)
 
 
 def embedding(c):
-    if c.arg(2, "padding_idx", -1) != -1:
-        raise Unsupported("with padding_idx (its row gets no gradient)")
     if c.arg(3, "scale_grad_by_freq", False):
         raise Unsupported("with scale_grad_by_freq=True (its gradient is divided by how often each index occurs)")
-    return f"embedding({c.args[1]}, {c.args[0]})"
+    expr = f"embedding({c.args[1]}, {c.args[0]})"
+    pad = c.arg(2, "padding_idx", -1)
+    if pad == -1:
+        return expr
+    # the padding row's value as it is, but no gradient reaches it (torch's padding_idx)
+    return f"where(expand_dims(equal({c.args[1]}, {pad}), -1), stop_gradient({expr}), {expr})"
 
 
 def attention(c):
@@ -176,7 +201,7 @@ NN_OPS = {
     "cross_entropy_loss": cross_entropy, "nll_loss": nll, "nll_loss_nd": nll, "mse_loss": mse, "binary_cross_entropy": bce,
     "binary_cross_entropy_with_logits": bce_logits,
     "l1_loss": lambda c: reduced(f"abs({c.args[0]} - {c.args[1]})", c.arg(2, "reduction", 1)),
-    "layer_norm": layer_norm, "batch_norm": batch_norm, "embedding": embedding,
+    "layer_norm": layer_norm, "batch_norm": batch_norm, "group_norm": group_norm, "embedding": embedding,
     "scaled_dot_product_attention": attention, "dropout": dropout,
     "conv2d": conv2d, "max_pool2d": pool("max_pool2d"), "avg_pool2d": pool("avg_pool2d"),
     "adaptive_avg_pool2d": adaptive_avg, "cosine_similarity": cosine,
