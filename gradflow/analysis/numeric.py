@@ -89,34 +89,37 @@ def all_zero(g) -> bool:
 
 
 def dies_at(graph, grads: list, param, open_) -> list:
-    """For a parameter on an open path whose gradient is exactly zero: the nodes nearest
-    the loss where gradient was still non-zero but what they passed back toward the
-    parameter was zero (a dead ReLU, a multiplication by zero, ...)."""
-    downstream, stack = {param.index}, [param]
+    """For a parameter on an open path whose gradient is exactly zero: where it dies. From the
+    parameter, through open edges, the nodes whose gradient is zero too; the nodes they feed
+    whose gradient is not (a dead ReLU, a multiplication by zero, ...) are where it dies, when
+    what such a node alone passes back is zero. Where non-zero shares meet and cancel, that
+    node is named instead (none, at the parameter itself). Only the zero region is walked,
+    not everything after the parameter: a deep model pays for what is dead, not its depth."""
     children = graph.children
-    while stack:                            # nodes the parameter feeds through open edges
+    zero, stack, boundary = {param.index}, [param], {}
+    while stack:
         node = stack.pop()
         for child in children[node.index]:
-            if child.index in open_ and child.index not in downstream:
-                downstream.add(child.index)
+            i = child.index
+            if i not in open_ or i in zero or i in boundary:
+                continue
+            if all_zero(grads[i] if i < len(grads) else None):
+                zero.add(i)
                 stack.append(child)
+            else:
+                boundary[i] = child
     places, cancelled = [], {}
-    for i in sorted(downstream, reverse=True):
-        node = graph.nodes[i]
-        g = grads[i] if i < len(grads) else None
-        if i == param.index or all_zero(g):
-            continue
-        dead = [p for p, carries in graph.edges(node) if carries and p.index in downstream and all_zero(grads[p.index])]
+    for i in sorted(boundary, reverse=True):
+        node = boundary[i]
+        dead = [p for p, carries in graph.edges(node) if carries and p.index in zero]
         if not dead:
             continue
         share = defaultdict(lambda: None)   # what this node alone passes back (only its inputs')
-        pass_on(node, g, share, False)
+        pass_on(node, grads[i], share, False)
         if any(all_zero(share[p.index]) for p in dead):
             places.append(cut_of(i, node, "zero"))
         else:   # it passes gradient on, which other nodes' shares cancel where they add up
             cancelled.update((p.index, p) for p in dead)
-    # Where shares cancel at an op node, the gradient dies there; at the parameter itself,
-    # no node is to blame and none is named.
     places += [cut_of(i, p, "zero") for i, p in sorted(cancelled.items(), reverse=True)
                if p.op is not None and all(c.index != i for c in places)]
     return places

@@ -84,6 +84,32 @@ def test_a_zero_gradient_from_shares_that_cancel_blames_where_they_meet_not_the_
     assert [(c.node, c.op) for c in report.pair("c", "ld").dies_at] == [("ld", "sub")]
 
 
+def test_a_zero_gradient_dies_at_its_own_block_not_at_every_dead_block_after_it(write_model):
+    # Each block's ReLU is dead, and the residual carries the gradient past it: block.0.w's
+    # gradient dies in block 0 alone. (Naming every later block made the report quadratic.)
+    report = analyze(write_model, """
+        gradflow: 1
+        dims: {d: 3}
+        inputs:
+          x: {shape: [2, d]}
+        modules:
+          block:
+            inputs: [h]
+            params:
+              w: {shape: [d, d]}
+            graph:
+              out: relu(-abs(h @ w)) + h
+            output: out
+        graph:
+          h: repeat(block, x, times=4)
+          loss: sum(h)
+        losses: [loss]
+    """)
+    for i in range(4):
+        pair = report.pair(f"block.{i}.w", "loss")
+        assert pair.status == "zero" and [(c.node, c.op) for c in pair.dies_at] == [(f"block.{i}.out", "relu")]
+
+
 def test_status_zero_with_a_partial_implicit_cut(write_model):
     report = analyze(write_model, """
         gradflow: 1
