@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import gradflow
+from tests.conftest import BLOCK
 
 
 def analyze(write_model, text, **kw):
@@ -87,24 +88,9 @@ def test_a_zero_gradient_from_shares_that_cancel_blames_where_they_meet_not_the_
 def test_a_zero_gradient_dies_at_its_own_block_not_at_every_dead_block_after_it(write_model):
     # Each block's ReLU is dead, and the residual carries the gradient past it: block.0.w's
     # gradient dies in block 0 alone. (Naming every later block made the report quadratic.)
-    report = analyze(write_model, """
-        gradflow: 1
-        dims: {d: 3}
-        inputs:
-          x: {shape: [2, d]}
-        modules:
-          block:
-            inputs: [h]
-            params:
-              w: {shape: [d, d]}
-            graph:
-              out: relu(-abs(h @ w)) + h
-            output: out
-        graph:
-          h: repeat(block, x, times=4)
-          loss: sum(h)
-        losses: [loss]
-    """)
+    report = gradflow.analyze(gradflow.load(write_model(
+        BLOCK.replace("h + tanh(h @ w)", "relu(-abs(h @ w)) + h")
+        + "graph:\n  h: repeat(block, x, times=4)\n  loss: sum(h)\nlosses: [loss]\n")))
     for i in range(4):
         pair = report.pair(f"block.{i}.w", "loss")
         assert pair.status == "zero" and [(c.node, c.op) for c in pair.dies_at] == [(f"block.{i}.out", "relu")]
