@@ -169,3 +169,11 @@ def test_a_frozen_parameter_says_so_in_the_table_markdown_and_why():
     why = CliRunner().invoke(cli, ["why", str(model), "encoder.w1"]).stdout
     assert why.startswith("encoder.w1 (frozen) -> loss: flows")
     assert CliRunner().invoke(cli, ["why", str(model), "head.w"]).stdout.startswith("head.w -> loss: flows")
+
+
+def test_a_leak_is_drawn_in_alarm_red_not_the_green_of_a_healthy_flow():
+    from gradflow.analysis.report import Pair
+    from gradflow.cli.render.table import Notes, cell
+    flows = Pair("flows", 0.5, 0.5, 0.0, 0)
+    assert cell([flows], "problem", Notes()).style == "red"
+    assert cell([flows], "ok", Notes()).style == "green"

@@ -73,7 +73,8 @@ def cell(pairs: list, intent: str, notes: Notes) -> Text:
     if intent == "intended":
         return Text(text + " (intended)", style="dim")
     if intent == "problem":   # marked in words too: a pipe has no red, and not every eye sees it
-        return Text(text + " " + PROBLEM, style=STYLE[pairs[0].status])
+        # a leak (flows where it should not) is as alarming as a block: not the green of health
+        return Text(text + " " + PROBLEM, style="red" if pairs[0].status == "flows" else STYLE[pairs[0].status])
     return Text(text, style=STYLE[pairs[0].status] if pairs[0].status == "flows" else "")
 
 
