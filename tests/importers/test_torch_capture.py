@@ -474,6 +474,36 @@ def test_a_script_reading_its_flags_at_import_sees_no_arguments_of_gradflows(ste
     assert result.exit_code == 0, result.output
 
 
+def test_forward_sees_the_argv_func_saw_not_gradflows(step_file):
+    path, _ = step_file("""
+    import sys
+
+    SEEN = []
+
+
+    class Argv(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(2, 1)
+
+        def forward(self, x):
+            SEEN.append(list(sys.argv))
+            return {"loss": self.l(x).sum() * len(sys.argv)}
+
+
+    def step():
+        SEEN.append(list(sys.argv))
+        return {"module": Argv(), "inputs": (torch.randn(3, 2),)}
+    """)
+    import sys
+    before = list(sys.argv)
+    result = run_cli("analyze", f"{path}:step", "--format", "json")
+    assert result.exit_code == 0, result.output
+    module = next(m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path)
+    assert module.SEEN[0] == [path] and all(seen == [path] for seen in module.SEEN), module.SEEN
+    assert sys.argv == before
+
+
 VECTOR_LOSS = """
 class Vector(nn.Module):
     def __init__(self):

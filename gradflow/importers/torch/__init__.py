@@ -15,7 +15,7 @@ from gradflow.errors import ModelError
 from gradflow.importers.document import Imported
 from gradflow.importers.torch.capture import export
 from gradflow.importers.torch.places import display
-from gradflow.importers.torch.target import load_step
+from gradflow.importers.torch.target import load_step, own_argv
 from gradflow.importers.torch.translate import Translator
 
 STATUSES = ("flows", "zero", "blocked", "unreachable")
@@ -44,7 +44,7 @@ def no_logging():
 def capture(file: str, func: str) -> Imported:
     step = load_step(file, func)
     check_globs(step)
-    with float64():
+    with float64(), own_argv(file):   # forward sees the argv FUNC saw
         module = step.module.double()
         inputs = tuple(t.double() if t.dtype.is_floating_point else t for t in step.inputs)
         step.module, step.inputs = module, inputs
