@@ -55,6 +55,13 @@ def test_a_loss_that_is_not_one_tensor_is_refused_at_the_def_line(step_file, val
     assert e.message.startswith(says) and "one scalar tensor" in e.message
 
 
+def test_a_forward_returning_an_empty_dict_says_it_returned_no_losses(step_file):
+    path, line_of = step_file(NESTED.replace('{"aux": %s, "main": self.b(x).mean()}', "{}"))
+    e = refused(path)
+    assert (e.line, e.col) == (line_of("def"), 1)
+    assert e.message.startswith("module(*inputs) returned no losses")
+
+
 WRITES = """
 class Writes(nn.Module):
     def __init__(self):

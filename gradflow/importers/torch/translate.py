@@ -66,6 +66,8 @@ class Translator(Leaves):
         spec = self.program.call_spec.out_spec
         if spec is None or spec.type is not dict:
             raise self.step_error("module(*inputs) must return a dict of scalar losses")
+        if not spec.context:
+            raise self.step_error("module(*inputs) returned no losses: its dict must hold at least one scalar loss")
         for key, child in zip(spec.context, spec.children()):
             if not isinstance(key, str) or not NAME.fullmatch(key) or "." in key or key in self.used:
                 raise self.step_error(f"loss name {key!r} is not an identifier that gradflow can use")
