@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import gradflow  # noqa: E402
+import numpy as np  # noqa: E402
 
 ZOO = """
 class Zoo(nn.Module):
@@ -533,3 +534,31 @@ def test_import_the_same_tensor_under_two_loss_names_is_each_loss(step_file, sam
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert report.status("lin.weight", "recon") == "flows"
     same_as_torch(report, path, "step")
+
+
+def test_import_masked_fill_with_minus_inf_is_exact_and_a_fully_masked_row_is_nan_as_in_torch(
+        step_file, same_as_torch):
+    body = """
+    class Pad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qk = nn.Linear(4, 8)
+
+        def forward(self, x, pad):
+            q, k = self.qk(x).chunk(2, dim=-1)
+            s = (q @ k.transpose(-1, -2)).masked_fill(pad[:, None, :], float("-inf"))
+            t = torch.where(pad[:, None, :], float("inf"), s).neg().softmax(-1)
+            return {"loss": (s.softmax(-1) @ x).sum() + (t @ x).square().sum()
+                            + self.qk(x).clamp(max=float("inf")).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Pad(), "inputs": (torch.randn(2, 3, 4), torch.tensor([[False, False, True], %s]))}
+    """
+    path, _ = step_file(body % "[True, False, True]")
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+    path, _ = step_file(body % "[True, True, True]", "all_masked.py")   # torch: softmax of only -inf is nan
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert np.isnan(report.losses_by_name["loss"].value)
+    assert any(f.rule == "GF105" for f in report.findings)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gradflow.importers.torch.aten_nn import NN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
-from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, text
+from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, text
 
 
 def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2) -> str:
@@ -203,7 +203,7 @@ def var_mean(c):
 
 
 def masked_fill(c):
-    return f"where({c.args[1]}, {text(c.args[2])}, {c.args[0]})"
+    return f"where({c.args[1]}, {operand(c.args[2])}, {c.args[0]})"
 
 
 def rounding(c):
@@ -230,7 +230,7 @@ OPS = {
     "pow": binary("**"), "maximum": compare("maximum"), "minimum": compare("minimum"),
     "gt": compare("greater"), "lt": compare("less"), "ge": compare("greater_equal"),
     "le": compare("less_equal"), "eq": compare("equal"), "ne": compare("not_equal"),
-    "where": lambda c: f"where({text(c.args[0])}, {text(c.args[1])}, {text(c.args[2])})",
+    "where": lambda c: f"where({text(c.args[0])}, {operand(c.args[1])}, {operand(c.args[2])})",
     "masked_fill": masked_fill, "logical_not": logical_not, "bitwise_not": bitwise_not,
     "einsum": einsum,
     **{op: logical("{a} * {b}") for op in ("logical_and", "bitwise_and", "__and__")},

@@ -67,6 +67,14 @@ def text(value) -> str:
     return repr(value)
 
 
+def operand(value) -> str:
+    """A Python value as an operand of an op: an infinity is one (log(0.0)), so a softmax over only
+    -inf is nan as in torch; attributes (clip's bounds) take ``text``'s large finite numbers."""
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "(-log(0.0))" if value > 0 else "log(0.0)"
+    return text(value)
+
+
 def axes(dims, ndim: int):
     """A dim or list of dims -> an axis attribute text (one int or a tuple)."""
     if dims is None or dims == []:
