@@ -562,3 +562,26 @@ def test_import_masked_fill_with_minus_inf_is_exact_and_a_fully_masked_row_is_na
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert np.isnan(report.losses_by_name["loss"].value)
     assert any(f.rule == "GF105" for f in report.findings)
+
+
+def test_import_attention_with_a_query_whose_keys_are_all_masked_gives_zeros_as_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Padded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(4, 12)
+
+        def forward(self, x, keep, rows):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            by_key = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, :])   # batch 1: no key
+            by_row = F.scaled_dot_product_attention(q, k, v, attn_mask=rows, scale=0.5)    # query 0: no key
+            return {"keys": by_key.square().sum() + by_key.sum(), "rows": (by_row * x).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        keep = torch.tensor([[True, False, True], [False, False, False]])
+        rows = torch.tensor([[False, False, False], [True, False, True], [True, True, False]])
+        return {"module": Padded(), "inputs": (torch.randn(2, 3, 4), keep, rows)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")

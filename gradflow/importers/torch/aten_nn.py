@@ -142,7 +142,10 @@ def attention(c):
     if mask is not None and causal:
         raise Unsupported("with both attn_mask and is_causal")
     if mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
-        mask = f"where({mask}, 0.0, -1e300)"   # gradflow holds booleans as 0/1 floats: make it additive
+        # gradflow holds booleans as 0/1 floats: make it additive; a query with no key kept gets
+        # zeros and no gradient, as torch's softmax of a fully masked row
+        any_kept = f"max({mask}, axis=-1, keepdims=True)"
+        return f"masked_attention({q}, {k}, {v}, where({mask}, 0.0, -1e300){tail}) * {any_kept}"
     if mask is not None:
         return f"masked_attention({q}, {k}, {v}, {mask}{tail})"
     return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
