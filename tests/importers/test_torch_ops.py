@@ -575,7 +575,10 @@ def test_import_attention_with_a_query_whose_keys_are_all_masked_gives_zeros_as_
             q, k, v = self.qkv(x).chunk(3, dim=-1)
             by_key = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, :])   # batch 1: no key
             by_row = F.scaled_dot_product_attention(q, k, v, attn_mask=rows, scale=0.5)    # query 0: no key
-            return {"keys": by_key.square().sum() + by_key.sum(), "rows": (by_row * x).sum()}
+            bias = self.qkv.bias[:9].reshape(3, 3).masked_fill(~rows, float("-inf"))   # learned, row 0 all -inf
+            additive = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            return {"keys": by_key.square().sum() + by_key.sum(), "rows": (by_row * x).sum(),
+                    "additive": (additive * x).sum()}
 
 
     def step():

@@ -146,8 +146,10 @@ def attention(c):
         # zeros and no gradient, as torch's softmax of a fully masked row
         any_kept = f"max({mask}, axis=-1, keepdims=True)"
         return f"masked_attention({q}, {k}, {v}, where({mask}, 0.0, -1e300){tail}) * {any_kept}"
-    if mask is not None:
-        return f"masked_attention({q}, {k}, {v}, {mask}{tail})"
+    if mask is not None:   # -inf everywhere in a row: zeros too (a finite stand-in keeps the rest exact)
+        kept = f"not_equal({mask}, log(0.0))"
+        return (f"masked_attention({q}, {k}, {v}, where({kept}, {mask}, -1e300){tail})"
+                f" * max({kept}, axis=-1, keepdims=True)")
     return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
 
 
