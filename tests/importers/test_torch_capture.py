@@ -217,6 +217,65 @@ def test_import_unknown_custom_function_is_one_located_error_naming_it(step_file
     assert "custom autograd Function 'Odd' cannot be analysed" in e.message
 
 
+
+SMALL_FUNCTIONS = """
+class MyReLU(torch.autograd.Function):
+    # the tutorial's custom relu: on a one-element tensor, one random probe can be all positive
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0)
+
+
+class StraightClamp(torch.autograd.Function):
+    # clamps only values beyond 3, which a random probe rarely meets
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(-3, 3)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Net(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.w, self.fn = nn.Parameter(torch.tensor([-0.5])), fn
+
+    def forward(self, x):
+        return {"loss": (self.fn.apply(self.w * x) * 2).sum()}  # @apply
+
+
+def relu():
+    return {"module": Net(MyReLU), "inputs": (torch.tensor([1.0]),)}
+
+
+def clamp():
+    return {"module": Net(StraightClamp), "inputs": (torch.tensor([-10.0]),)}
+"""
+
+
+def test_import_custom_function_masking_the_gradient_is_refused_even_on_one_element(step_file):
+    path, line_of = step_file(SMALL_FUNCTIONS)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:relu")
+    assert (caught.value.line, caught.value.col) == (line_of("apply"), 26)
+    assert "custom autograd Function 'MyReLU' cannot be analysed" in caught.value.message
+
+
+def test_import_custom_function_changing_only_large_values_is_straight_through(step_file, same_as_torch):
+    import gradflow
+    path, _ = step_file(SMALL_FUNCTIONS)
+    report = gradflow.analyze(gradflow.load(f"{path}:clamp"))
+    assert report.losses[0].value == pytest.approx(6.0)   # 5 clamped to 3 as torch: not 10
+    same_as_torch(report, path, "clamp")
+
 REFUSED = """
 class Lstm(nn.Module):
     def __init__(self):

@@ -2,8 +2,9 @@
 
 Export inlines a Function's forward, which says nothing of its gradient (a
 gradient reversal is ``view_as``, a straight-through round is ``round``). So
-each Function is run once more on random float64 tensors and its backward is
-compared with the incoming gradient: ``-g`` is a reversal, ``c * g`` a scale,
+each Function is run again on random float64 tensors (a draw, its negation and
+the draw a thousandfold, which must agree) and its backward is compared with the
+incoming gradient: ``-g`` is a reversal, ``c * g`` a scale,
 ``g`` around a forward that changes values a straight-through estimator.
 Anything else is refused at the ``.apply`` call.
 """
@@ -47,27 +48,41 @@ def classify(call) -> Kind:
         raise refuse("it returns more than one tensor")
     generator = torch.Generator().manual_seed(0)
     args = [probe_value(a, generator) for a in call.args]
-    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    if len(inputs) != 1:
-        raise refuse(f"it takes {len(inputs)} floating-point tensors, not one")
+    floats = sum(1 for a in args if isinstance(a, torch.Tensor) and a.requires_grad)
+    if floats != 1:
+        raise refuse(f"it takes {floats} floating-point tensors, not one")
+    # one draw may miss what the real values meet (a one-element x > 0 hides a relu's mask, small
+    # values a clamp): the draw, its negation and the draw a thousandfold must all agree
+    runs = [probe(call, args, scale, generator, refuse) for scale in (1.0, -1.0, 1000.0)]
+    factor = runs[0][0]
+    if not all(math.isclose(f, factor, rel_tol=1e-9, abs_tol=1e-12) for f, _ in runs):
+        raise refuse("its backward scales the gradient differently for different inputs")
+    if all(same for _, same in runs):
+        return Kind("reverse") if math.isclose(factor, -1.0) else Kind("scale", factor)
+    if math.isclose(factor, 1.0):
+        return Kind("straight")
+    raise refuse("its forward changes the values and its backward scales the gradient")
+
+
+def probe(call, args, scale: float, generator, refuse) -> tuple:
+    """(factor, unchanged) of one run on the drawn tensors times ``scale``: the constant its backward
+    multiplies the incoming gradient by (else refused), and whether its output equals its input."""
+    args = [(a.detach() * scale).requires_grad_() if isinstance(a, torch.Tensor) and a.requires_grad else a
+            for a in args]
+    x = next(a for a in args if isinstance(a, torch.Tensor) and a.requires_grad)
     try:
         with torch.enable_grad():
             out = call.cls.apply(*args)
             incoming = torch.randn(out.shape, dtype=out.dtype, generator=generator)
-            (grad,) = torch.autograd.grad(out, inputs, incoming, allow_unused=True)
+            (grad,) = torch.autograd.grad(out, [x], incoming, allow_unused=True)
     except Exception as e:   # the user's Function failed on a probe: refuse rather than guess
         raise refuse(f"probing its backward raised {type(e).__name__}: {e}") from None
-    x = inputs[0]
     if grad is None or grad.shape != x.shape or out.shape != x.shape:
         raise refuse("its backward gives no gradient of the input's shape")
     factor = float((grad * incoming).sum() / (incoming * incoming).sum())
     if not torch.allclose(grad, factor * incoming, rtol=1e-9, atol=1e-12):
         raise refuse("its backward is not a constant multiple of the incoming gradient")
-    if torch.allclose(out, x.detach(), rtol=0, atol=0):
-        return Kind("reverse") if math.isclose(factor, -1.0) else Kind("scale", factor)
-    if math.isclose(factor, 1.0):
-        return Kind("straight")
-    raise refuse("its forward changes the values and its backward scales the gradient")
+    return factor, torch.equal(out, x.detach())
 
 
 def probe_value(arg, generator):
