@@ -8,16 +8,19 @@ For one loss:
 - *open*: nodes with a path of gradient-carrying edges to the loss.
 
 A parameter that is open *flows* (numbers may still make it ``zero``); one that
-is reached but not open is *blocked*; one not reached is *unreachable*. A cut is
-the node where an open path meets a cut edge: the first cut seen walking back
-from the loss. Its ``cut_by`` lists those, so removing one of them is what lets
-gradient further back.
+is reached but not open is *blocked*; one not reached is *unreachable*. A cut
+*cuts* a parameter from a loss when the cut reaches the loss and the parameter
+reaches the cut's input along gradient-carrying edges: the first cut on the way
+from the parameter, the one whose removal lets its gradient further. A stop in
+front of an argmax, or of another stop, cuts nothing there; an index that an
+argmax made, sliced or scaled on its way to a ``take``, is the argmax's cut.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from heapq import heappop, heappush
 
 KIND_OF_OP = {"stop": "explicit", "implicit": "implicit"}
 
@@ -132,12 +135,28 @@ class Graph:
                 for k, p in enumerate(node.parents) if every or self.upstream[p.index]]
 
     def cut_at(self, node, parent) -> Cut:
-        """Whom to blame for the cut edge node <- parent: the op that has no gradient rule,
-        or, when ``node`` only drops an index/condition input, the cut op that produced it."""
+        """Whom to blame for the cut edge node <- parent: ``node``, where gradient from some
+        parameter stops at it; else (an index or a condition that a cut op made, perhaps
+        sliced or scaled since) the nearest cut above ``parent`` that such gradient meets."""
         culprit = node
-        if node.op.kind not in KIND_OF_OP and parent.op is not None and parent.op.kind in KIND_OF_OP:
-            culprit = parent
+        if not self.open_masks[parent.index]:
+            culprit = self.origin(parent) or (parent if parent.op is not None and parent.op.kind in KIND_OF_OP else node)
         return cut_of(culprit.index, culprit, KIND_OF_OP.get(culprit.op.kind, "implicit"))
+
+    def origin(self, node):
+        """The nearest node at or above ``node`` where gradient from a parameter is cut, or None."""
+        cutting, upstream, nodes = self.open_cuts, self.upstream, self.nodes
+        seen, heap = {node.index}, [-node.index]
+        while heap:                        # nearest first: the highest tape index
+            i = -heappop(heap)
+            if i in cutting:
+                return nodes[i]
+            for parent in nodes[i].parents:
+                j = parent.index
+                if upstream[j] and j not in seen:
+                    seen.add(j)
+                    heappush(heap, -j)
+        return None
 
     def flow(self, loss) -> LossFlow:
         upstream, open_, cut_edges = self.upstream, bytearray(len(self.nodes)), []
@@ -160,10 +179,14 @@ class Graph:
                     else:
                         cut_edges.append((node, parent))
                 k += 1
-        behind: dict = {}
-        for node, parent in cut_edges:
-            behind.setdefault(self.cut_at(node, parent), set()).update(self.params_above(parent))
         reached = self.reaching(open_, [parent for _, parent in cut_edges])
+        behind: dict = {}
+        if cut_edges:                      # none on the border: no cut reaches the loss
+            nodes = self.nodes
+            for i, mask in self.open_cuts.items():
+                if reached[i]:
+                    node = nodes[i]
+                    behind[cut_of(i, node, KIND_OF_OP.get(node.op.kind, "implicit"))] = self.names_in(mask)
         return LossFlow(NodeSet(reached), NodeSet(open_), behind)
 
     def reaching(self, open_: bytearray, cut_inputs: list) -> bytearray:
@@ -184,30 +207,51 @@ class Graph:
                     stack.append(parent)
         return reached
 
-    def params_above(self, node) -> set:
-        """Names of the parameters upstream of ``node`` (through any edge)."""
-        mask, names = self.masks[node.index], set()
+    def names_in(self, mask: int) -> set:
+        """Names of the parameters whose bits are set in ``mask``."""
+        names = set()
         while mask:                        # only the bits that are set: not a test per parameter
             low = mask & -mask
             names.add(self.bit_names[low.bit_length() - 1])
             mask ^= low
         return names
 
+    @property
+    def open_masks(self) -> list:
+        """Per node, a bit set of the parameters with a path of gradient-carrying edges to it."""
+        return self.open_facts[0]
+
+    @property
+    def open_cuts(self) -> dict:
+        """Tape index -> the bit set of parameters whose gradient stops at that node: every
+        cut that cuts something, wherever it is."""
+        return self.open_facts[1]
+
     @cached_property
-    def masks(self) -> list:
-        """Per node, a bit set of the parameters upstream of it: one pass in tape order, so
-        asking for every cut edge's parameters is linear, not a walk per edge (a stop
-        repeated in 2,000 blocks took seconds)."""
+    def open_facts(self) -> tuple[list, dict]:
+        """``open_masks`` and ``open_cuts`` in one pass in tape order, so every cut's
+        parameters cost no walk per cut (a stop repeated in 2,000 blocks took seconds)."""
         bit = {index: 1 << k for k, index in enumerate(self.param_names)}
-        masks = [0] * len(self.nodes)
+        masks, cuts, upstream = [0] * len(self.nodes), {}, self.upstream
         for node in self.nodes:
-            if not self.upstream[node.index]:
+            i = node.index
+            if not upstream[i]:
                 continue
-            mask = bit.get(node.index, 0)
-            for parent in node.parents:
-                mask |= masks[parent.index]
-            masks[node.index] = mask
-        return masks
+            mask, op = bit.get(i, 0), node.op
+            if op is not None:
+                rules, k, stopped = op.vjps, 0, 0
+                for parent in node.parents:
+                    above = masks[parent.index]
+                    if above:
+                        if rules[0 if op.variadic else k] is not None and parent.dtype.kind == "f":
+                            mask |= above
+                        else:
+                            stopped |= above
+                    k += 1
+                if stopped:
+                    cuts[i] = stopped
+            masks[i] = mask
+        return masks, cuts
 
     @cached_property
     def bit_names(self) -> list:

@@ -131,7 +131,62 @@ def test_status_blocked_by_argmax_blames_it_not_the_take(write_model):
     assert stop.cuts["loss"]["blocks"] == ["scores"] and stop.redundant is False
 
 
-def test_status_blocked_lists_every_cut_nearest_the_loss(write_model):
+def test_an_index_sliced_or_a_condition_scaled_after_its_cut_still_blames_the_cut(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        inputs: {x: {shape: [4, 3]}}
+        params: {w: {shape: [4, 3]}}
+        graph:
+          i: argmax(w, axis=1)
+          viaslice: sum(take(x, i[1:], axis=0))
+          viamul: sum(where((w[0] > 0) * 1.0, x[0], x[1]))
+        losses: [viaslice, viamul]
+    """)
+    assert [(c.node, c.op) for c in report.pair("w", "viaslice").cut_by] == [("i", "argmax")]
+    assert [(c.node, c.op, c.col) for c in report.pair("w", "viamul").cut_by] == [("viamul", "greater", 22)]
+    assert sorted(s.cut.op for s in report.stops) == ["argmax", "greater"]   # no take, no where
+
+
+def test_a_stop_in_front_of_an_implicit_cut_is_redundant(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: normal}
+        graph:
+          loss: sum(stop_gradient(round(w))) + sum(w)
+        losses: [loss]
+    """)
+    by_op = {s.cut.op: s for s in report.stops}
+    assert by_op["round"].cuts["loss"]["partial"] == ["w"]
+    assert by_op["stop_gradient"].redundant is True
+    assert [c.op for c in report.pair("w", "loss").partially_cut_by] == ["round"]
+    assert [f.rule for f in report.findings] == ["GF106"]
+
+
+def test_a_vq_vae_encoder_is_not_cut_by_the_stop_it_reaches_only_through_the_argmin(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        inputs: {x: {shape: [5, 3]}}
+        params:
+          enc: {shape: [3, 2]}
+          codebook: {shape: [4, 2]}
+        graph:
+          z_e: x @ enc
+          code: argmin(sum(square(expand_dims(z_e, 1) - codebook), axis=-1), axis=1)
+          z_q: take(codebook, code, axis=0)
+          commit: mse(z_e, stop_gradient(z_q))
+        losses: [commit]
+    """)
+    enc, codebook = report.pair("enc", "commit"), report.pair("codebook", "commit")
+    assert enc.status == "flows"
+    assert [(c.node, c.op) for c in enc.partially_cut_by] == [("code", "argmin")]
+    assert codebook.status == "blocked"
+    assert [(c.node, c.op) for c in codebook.cut_by] == [("code", "argmin"), ("commit", "stop_gradient")]
+    [commit_stop] = [s for s in report.stops if s.cut.op == "stop_gradient"]
+    assert (commit_stop.cuts["commit"]["blocks"], commit_stop.cuts["commit"]["partial"]) == (["codebook"], [])
+
+
+def test_status_blocked_lists_the_cut_on_each_path(write_model):
     report = analyze(write_model, """
         gradflow: 1
         params:
@@ -160,10 +215,12 @@ def test_nested_stop_is_redundant(write_model):
           loss: sum(stop_gradient(inner * 2) + w)
         losses: [loss]
     """)
+    # The inner stop is what cuts w; the outer one, in front of it, cuts nothing.
     by_node = {(s.cut.node, s.cut.col): s for s in report.stops}
-    assert by_node[("inner", 10)].redundant is True
-    assert by_node[("loss", 13)].redundant is False
-    assert [f.rule for f in report.findings] == ["GF106"]
+    assert by_node[("inner", 10)].redundant is False
+    assert by_node[("inner", 10)].cuts["loss"]["partial"] == ["w"]
+    assert by_node[("loss", 13)].redundant is True
+    assert [(f.rule, f.col) for f in report.findings] == [("GF106", 13)]
 
 
 def test_a_stop_that_cuts_only_from_a_loss_left_out_is_not_redundant(write_model):
@@ -183,8 +240,9 @@ def test_a_stop_that_cuts_only_from_a_loss_left_out_is_not_redundant(write_model
     report = gradflow.analyze(model)
     by_node = {s.cut.node: s for s in report.stops}
     assert by_node["other"].redundant is False         # it cuts v from the loss left out
-    assert by_node["inner"].redundant is True          # redundant for every loss, shown or not
-    assert [(f.rule, f.node) for f in report.findings] == [("GF106", "inner")]
+    assert by_node["cut"].redundant is True            # redundant for every loss, shown or not
+    assert by_node["inner"].redundant is False
+    assert [(f.rule, f.node) for f in report.findings] == [("GF106", "cut")]
 
 
 def test_counterfactual_norm_and_cut_norm(write_model):

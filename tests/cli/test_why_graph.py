@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import time
 
 import pytest
@@ -57,6 +58,21 @@ def test_why_lists_each_distinct_path_once():
     assert out.count("[x argmin 24:9]") == 1
     assert "1. codebook -> z_q -> z_st [x stop_gradient 26:15] -> x_hat -> recon_loss" in out
     assert "2. codebook -> dist -> code [x argmin 24:9] -> z_q -> z_st" in out
+
+
+def test_why_marks_the_argmax_behind_a_sliced_index_not_the_take(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(textwrap.dedent("""
+        gradflow: 1
+        inputs: {x: {shape: [4, 3]}}
+        params: {w: {shape: [4, 3]}}
+        graph:
+          i: argmax(w, axis=1)
+          loss: sum(take(x, i[1:], axis=0))
+        losses: [loss]
+    """))
+    out = run("why", str(path), "w").output
+    assert out.splitlines()[:2] == ["w -> loss: blocked", "  1. w -> i [x argmax 6:6] -> loss"]
 
 
 def test_why_says_when_there_is_no_path():
