@@ -178,6 +178,33 @@ def test_import_var_and_std_honour_keepdim_and_correction_however_given(step_fil
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
 
 
+
+def test_import_std_of_equal_values_gives_zero_gradient_as_torch_not_nan(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Norm(nn.Module):
+        # the Annotated Transformer's LayerNorm: a padded (all-zero) row has std 0
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+            self.gain = nn.Parameter(torch.ones(5))
+
+        def forward(self, x, keep):
+            h = self.lin(x) * keep
+            std = h.std(-1, keepdim=True)
+            s, m = torch.std_mean(h, dim=1)
+            return {"layer": (self.gain * (h - h.mean(-1, keepdim=True)) / (std + 1e-6)).square().sum(),
+                    "forms": (s * m).sum() + h[1].std() + h.std(0, unbiased=False).sum()
+                             + torch.std(h, dim=1, correction=2).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Norm(), "inputs": (torch.randn(3, 4), torch.tensor([[1.0], [0.0], [1.0]]))}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert not [f for f in report.findings if f.rule == "GF105"]
+    same_as_torch(report, path, "step")
+
 def test_import_var_of_too_few_values_for_its_correction_is_refused_at_the_line(step_file):
     path, line_of = step_file("""
     class One(nn.Module):

@@ -66,8 +66,9 @@ def clip(c):
     return f"clip({c.args[0]}, {text(lo)}, {text(hi)})"
 
 
-def variance(c):
-    """var/std in each aten form: (x, unbiased), (x, dim, unbiased, keepdim), (x, dim, *, correction, keepdim)."""
+def spread(c):
+    """(dims, keepdim, n, correction) of var/std in each aten form: (x, unbiased),
+    (x, dim, unbiased, keepdim), (x, dim, *, correction, keepdim)."""
     if c.overload == "default":
         dims, unbiased, keep, correction = None, c.arg(1, "unbiased", True), False, None
     elif c.overload == "dim":
@@ -86,9 +87,21 @@ def variance(c):
         n *= shape[d]
     if n - correction <= 0:
         raise Unsupported(f"over {n} value(s) with correction={correction!r} (torch gives inf or nan)")
-    axis = axes(dims, c.ndim())
-    expr = f"var({c.args[0]}, axis={axis}, keepdims={bool(keep)})"
+    return dims, bool(keep), n, correction
+
+
+def variance(c):
+    dims, keep, n, correction = spread(c)
+    expr = f"var({c.args[0]}, axis={axes(dims, c.ndim())}, keepdims={keep})"
     return expr if not correction else f"{expr} * {n / (n - correction)!r}"
+
+
+def deviation(c):
+    """std as the norm of x - mean over sqrt(n - correction): the norm's gradient is 0 where all the
+    values are equal, as torch's std_backward gives, where sqrt(var) gives 0 * inf = NaN."""
+    dims, keep, n, correction = spread(c)
+    axis, x = axes(dims, c.ndim()), c.args[0]
+    return f"norm({x} - mean({x}, axis={axis}, keepdims=True), axis={axis}, keepdims={keep}) / {(n - correction) ** 0.5!r}"
 
 
 def softmax(op):
@@ -188,9 +201,9 @@ def einsum(c):
     return expr
 
 
-def var_mean(c):
+def var_mean(c, measure=variance):
     """(var or std, mean) over the same axes, as torch.var_mean and torch.std_mean."""
-    spread = variance(c)
+    spread = measure(c)
     if c.overload == "default":
         dims, keep = None, False
     else:
@@ -237,7 +250,7 @@ OPS = {
     **{op: logical("maximum({a}, {b})") for op in ("logical_or", "bitwise_or", "__or__")},
     **{op: logical("not_equal({a}, {b})") for op in ("logical_xor", "bitwise_xor", "__xor__")},
     "var_mean": lambda c: Parts(list(var_mean(c))),
-    "std_mean": lambda c: Parts([f"sqrt({var_mean(c)[0]})", var_mean(c)[1]]),
+    "std_mean": lambda c: Parts(list(var_mean(c, deviation))),
     "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "addmm": addmm, "linear": linear,
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
@@ -245,7 +258,7 @@ OPS = {
     "max": max_dim("max", "argmax", "maximum"), "min": max_dim("min", "argmin", "minimum"),
     "argmax": lambda c: reduce("argmax", c), "argmin": lambda c: reduce("argmin", c),
     "logsumexp": lambda c: reduce("logsumexp", c), "var": variance,
-    "std": lambda c: f"sqrt({variance(c)})", "linalg_vector_norm": norm,
+    "std": deviation, "linalg_vector_norm": norm,
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
     "one_hot": lambda c: f"one_hot({c.args[0]}, {c.args[1]})",
