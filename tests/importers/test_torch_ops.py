@@ -305,6 +305,7 @@ def test_import_rsub_alpha_and_avg_pool_divisor_override_give_torch_autograd_gra
     ("F.max_pool2d(x, 2, 1, 0, (1, 2)).sum()", "aten.max_pool2d.default with dilation=[1, 2]"),
     ("self.emb(torch.tensor([1, 1, 2])).sum() * x.sum()",
      "aten.embedding.default with scale_grad_by_freq=True"),
+    ("F.softplus(x * 30, threshold=1.0).sum()", "aten.softplus.default with threshold=1.0"),   # x itself above it
 ])
 def test_import_arguments_that_change_the_gradient_and_are_not_modelled_are_refused(step_file, code, says):
     path, line_of = step_file(f"""

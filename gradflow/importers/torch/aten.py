@@ -122,6 +122,9 @@ def gelu(c):
 
 def softplus(c):
     beta, threshold = c.arg(1, "beta", 1), c.arg(2, "threshold", 20)
+    if threshold < 20:   # from 20 on, torch's linear tail differs from the exact curve by under e ** -20
+        raise Unsupported(f"with threshold={threshold!r} (torch gives x itself above it; gradflow's "
+                          "softplus follows the curve everywhere)")
     if beta == 1:
         return f"softplus({c.args[0]})"
     return f"softplus({c.args[0]} * {text(beta)}) / {text(beta)}"
