@@ -30,8 +30,7 @@ def gc_paused():
 @contextmanager
 def quiet():
     """numpy's floating-point complaints off: a NaN or an overflow is a finding (GF105) that
-    the analysis reports, and a mean over an empty slice is a NaN like any other, never
-    console noise. Entered once per sweep, not per node; the collector is paused meanwhile."""
+    the analysis reports, never console noise. Entered once per sweep, not per node; the collector is paused meanwhile."""
     with gc_paused(), np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         yield

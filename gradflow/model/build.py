@@ -289,9 +289,13 @@ class Builder(ModuleCalls):
     def admit(self, tensor: Tensor, at, what: str = "a tensor", name: str = "") -> None:
         """Refuse absurd tensors and runaway graphs as they are recorded. The tensor is called
         ``what + name`` (given apart: joined only for a message, not for every node)."""
-        if tensor.size <= MAX_ELEMENTS and len(self.tape.nodes) <= MAX_NODES:
+        if 0 < tensor.size <= MAX_ELEMENTS and len(self.tape.nodes) <= MAX_NODES:
             return
         line, col = (at.line, at.col) if isinstance(at, Place) else (at.lineno, at.col_offset)
+        if tensor.size == 0:     # w[3:] of [3]: no op has a meaning for it, mean divides by 0
+            made = "the subscript" if tensor.op is None or tensor.op.name == "getitem" else tensor.op.name
+            raise ModelError(f"{what}{name}: {made} gives shape {list(tensor.shape)}, an empty tensor: "
+                             "every tensor needs at least one element", self.path, line, col)
         if tensor.size > MAX_ELEMENTS:
             raise ModelError(f"{what}{name} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, "
                              f"more than {MAX_ELEMENTS:.0e}; check the dims", self.path, line, col)

@@ -74,6 +74,9 @@ class Evaluator:
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return self.tape.constant(value)
+        if isinstance(value, tuple) and value and all(isinstance(v, Tensor) for v in value):
+            raise self.fail(node, f"expected a tensor, got {len(value)}: split and chunk give several; "
+                                  "unpack them (a, b: chunk(x, 2)) or take one (chunk(x, 2)[0])")
         raise self.fail(node, f"expected a tensor, got {static_text(value)}")
 
     def static(self, node, what: str):
@@ -294,7 +297,15 @@ class Evaluator:
 
     # -- subscripts ----------------------------------------------------------------
     def eval_Subscript(self, node):
-        x = self.tensor(node.value)
+        pieces = self.eval(node.value) if isinstance(node.value, ast.Call) else None
+        if isinstance(pieces, tuple):    # chunk(x, 2)[0]: one of several outputs
+            k = self.static(node.slice, "the index of an output")
+            if not isinstance(k, int) or isinstance(k, bool) or not -len(pieces) <= k < len(pieces):
+                what = "a slice" if isinstance(k, slice) else static_text(k)
+                raise self.fail(node.slice, f"the outputs are numbered 0 to {len(pieces) - 1}: take one by "
+                                            f"its number, not {what}")
+            return pieces[k]
+        x = pieces if pieces is not None else self.tensor(node.value)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         index = [self.index_item(item) for item in items]
         tensor_at = [i for i, v in enumerate(index) if isinstance(v, Tensor)]

@@ -1,5 +1,5 @@
 """numpy's warnings never reach stderr: log of 0 and of negatives, 0 ** -1, overflow,
-float32, means and variances over empty slices. NaN and overflow are findings (GF105)."""
+float32. NaN and overflow are findings (GF105)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,10 @@ NOISY = """
       w: {shape: [4], value: [-1.0, 0.0, 1.0, 4.0]}
       v: {shape: [3], value: [1.0e+30, 1.0e+30, -2.0]}
     graph:
-      e: x[:, 3:]
       a: sum(log(w) * sqrt(w))
       b: sum(w ** -1.0) + sum(v * v * v * v) + sum(w ** v[2]) + sum(v ** w[0])
-      c: sum(mean(e, axis=0)) + sum(var(e, axis=0)) + sum(v ** 0.5) + mean(e) + var(e)
-      d: sum(norm(e * v[0], axis=1)) + sum(exp(v)) + max(log(w))
+      c: sum(v ** 0.5) + var(v * v * v)
+      d: sum(norm(x * v[0], axis=1)) + sum(exp(v)) + max(log(w))
       loss: a + b + c + d
     losses: [loss]
 """

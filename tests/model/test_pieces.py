@@ -54,6 +54,37 @@ def test_chunk_and_split_match_torch(write_model):
     np.testing.assert_allclose(report.grad("w", "loss"), w.grad.numpy(), rtol=1e-12)
 
 
+def test_one_output_taken_by_its_number(write_model):
+    text = PIECES.replace("loss: sum(a) + sum(c * 2) + sum(q * q)",
+                          "loss: sum(chunk(h, 3, axis=-1)[0]) + sum(chunk(h, 3, axis=-1)[-1] * 2) "
+                          "+ sum(square(split(h, 4, axis=1)[1]))")
+    report = gradflow.analyze(gradflow.load(write_model(text)))
+    np.testing.assert_allclose(report.grad("w", "loss"), gradflow.analyze(gradflow.load(write_model(PIECES))).grad("w", "loss"),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("use, words", [
+    ("sum(chunk(h, 3, axis=-1))", "expected a tensor, got 3: split and chunk give several"),
+    ("sum(chunk(h, 3, axis=-1)[3])", "numbered 0 to 2: take one by its number, not 3"),
+    ("sum(chunk(h, 3, axis=-1)[0:2])", "numbered 0 to 2: take one by its number, not a slice"),
+])
+def test_several_outputs_used_as_one_is_a_located_error(write_model, use, words):
+    with pytest.raises(ModelError) as e:
+        gradflow.load(write_model(PIECES.replace("loss: sum(a) + sum(c * 2) + sum(q * q)", f"loss: {use}")))
+    assert words in e.value.message and e.value.line == 10
+
+
+@pytest.mark.parametrize("expression, col", [
+    ("mean(w[7:])", 14), ("sum(mean(h[:, 3:3], axis=1))", 18), ("sum(chunk(h, 3, axis=-1)[0][:, :0])", 13),
+])
+def test_an_empty_slice_is_a_located_error(write_model, expression, col):
+    result = CliRunner().invoke(cli, ["check", write_model(PIECES.replace("sum(a) + sum(c * 2) + sum(q * q)", expression))])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert f":10:{col}: error: graph.loss: the subscript gives shape " in line
+    assert line.endswith("an empty tensor: every tensor needs at least one element")
+
+
 @pytest.mark.parametrize("call, words", [
     ("chunk(h, 0)", "at least 1"), ("split(h, 2, axis=5)", "axis 5 does not fit"),
     ("chunk(h)", "takes a tensor"), ("split(h, 2.5)", "whole number"),

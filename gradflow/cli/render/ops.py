@@ -19,10 +19,10 @@ MODULE_CALLS = [
      "name (every call shares its weights; `instances:` makes separate copies)"),
     ("split(x, size, axis=0)", "all",
      "x cut along axis into pieces of size (the last may be smaller), as torch.split; "
-     "unpacked by a graph key `a, b: split(x, 4, axis=1)`"),
+     "unpacked by a graph key `a, b: split(x, 4, axis=1)`, or one taken: `split(x, 4)[0]`"),
     ("chunk(x, n, axis=0)", "all",
      "x cut along axis into n pieces of ceil(size / n) (fewer when they run out), as torch.chunk; "
-     "unpacked by `a, b: chunk(x, 2, axis=-1)`"),
+     "unpacked by `a, b: chunk(x, 2, axis=-1)`, or one taken: `chunk(x, 2)[0]`"),
     ("repeat(module, x, times=N, name=None)", "through its graph",
      "apply a one-input, one-output module N times in sequence, each time with its own weights: "
      "instances module.0 ... module.N-1 (or NAME.0 ... with name=\"NAME\"); times may be a dim"),
