@@ -243,6 +243,11 @@ defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
       vjps=(clip_vjp,),
       doc="x limited to [lo, hi] (either may be None); gradient passes where lo <= x <= hi",
       attrs={"lo": REQUIRED, "hi": REQUIRED}, **{**_EW, "shape": scalar_attrs_shape("lo", "hi")})
+defop("hardtanh", forward=lambda x, lo=-1.0, hi=1.0: np.clip(x, lo, hi),
+      vjps=(lambda g, ans, x, lo=-1.0, hi=1.0: np.where((x <= lo) | (x >= hi), 0, g),),
+      doc="x limited to [lo, hi] as clip, but the gradient passes only where lo < x < hi (edges excluded), "
+          "as PyTorch's hardtanh and relu6 (hardtanh(x, lo=0, hi=6))",
+      attrs={"lo": -1.0, "hi": 1.0}, **{**_EW, "shape": scalar_attrs_shape("lo", "hi")})
 _EW2 = dict(group="elementwise", inputs=("a", "b"), shape=broadcast_shape)
 defop("maximum", forward=np.maximum, vjps=(extremum_vjp(0, np.greater), extremum_vjp(1, np.greater)),
       doc="elementwise larger of a and b; on ties each gets half the gradient", **_EW2)

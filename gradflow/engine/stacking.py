@@ -16,7 +16,7 @@ from gradflow.engine.tensor import fit
 STACKABLE = frozenset({
     "add", "sub", "mul", "div", "pow", "neg", "matmul",
     "exp", "log", "log1p", "sqrt", "square", "abs", "sin", "cos", "tanh", "sigmoid", "relu",
-    "leaky_relu", "elu", "gelu", "silu", "softplus", "clip", "maximum", "minimum", "where",
+    "leaky_relu", "elu", "gelu", "silu", "softplus", "clip", "hardtanh", "maximum", "minimum", "where",
     "grad_scale", "grad_reverse",
 })
 

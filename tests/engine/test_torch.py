@@ -99,6 +99,7 @@ TORCH = {
     "no_grad": lambda x: x.detach(),
     "softplus": F.softplus,
     "clip": lambda x, lo, hi: torch.clamp(x, lo, hi),
+    "hardtanh": lambda x, lo=-1.0, hi=1.0: F.hardtanh(x, lo, hi),
     "maximum": torch.maximum, "minimum": torch.minimum,
     "where": lambda cond, a, b: torch.where(cond != 0, a, b),
     "sum": reduction(torch.sum), "mean": reduction(torch.mean), "max": reduction(torch.amax),

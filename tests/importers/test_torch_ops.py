@@ -205,6 +205,29 @@ def test_import_std_of_equal_values_gives_zero_gradient_as_torch_not_nan(step_fi
     assert not [f for f in report.findings if f.rule == "GF105"]
     same_as_torch(report, path, "step")
 
+
+def test_import_hardtanh_and_relu6_pass_no_gradient_at_their_edges_as_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Edges(nn.Module):
+        # values exactly at the edges (clipped weights of a binarised net): torch's hardtanh passes
+        # no gradient there, where clamp passes it
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([-1.0, 1.0, 0.5, -2.0, 0.0, 6.0]))
+
+        def forward(self, x):
+            return {"hard": (F.hardtanh(self.w) * x).sum(), "six": (F.relu6(self.w) * x).sum(),
+                    "narrow": (nn.Hardtanh(0.0, 0.5)(self.w) * x).sum(), "layer": (nn.ReLU6()(self.w) * x).sum(),
+                    "clamped": (self.w.clamp(-1.0, 1.0) * x).sum()}
+
+
+    def step():
+        return {"module": Edges(), "inputs": (torch.arange(1.0, 7.0),)}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    np.testing.assert_array_equal(report.grad("w", "hard"), [0, 0, 3, 0, 5, 0])
+    same_as_torch(report, path, "step")
+
 def test_import_var_of_too_few_values_for_its_correction_is_refused_at_the_line(step_file):
     path, line_of = step_file("""
     class One(nn.Module):
