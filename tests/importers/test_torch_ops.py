@@ -228,6 +228,30 @@ def test_import_hardtanh_and_relu6_pass_no_gradient_at_their_edges_as_torch(step
     np.testing.assert_array_equal(report.grad("w", "hard"), [0, 0, 3, 0, 5, 0])
     same_as_torch(report, path, "step")
 
+
+def test_import_clamp_with_tensor_bounds_gives_x_the_whole_gradient_at_a_bound_as_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class Bounded(nn.Module):
+        # w equal to its bound in the first two places (torch gives w all of it, not half as
+        # maximum would), and a lower bound above the upper one in the last
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([0.0, 1.0, 0.5, -1.0, 3.0, 2.0]))
+            self.lo = nn.Parameter(torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 2.5]))
+            self.hi = nn.Parameter(torch.ones(6))
+
+        def forward(self, x):
+            return {"both": (torch.clamp(self.w, self.lo, self.hi) * x).sum(),
+                    "low": (torch.clamp(self.w, min=self.lo) * x).sum(), "high": (self.w.clamp(max=self.hi) * x).sum()}
+
+
+    def step():
+        return {"module": Bounded(), "inputs": (torch.arange(1.0, 7.0),)}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    np.testing.assert_array_equal(report.grad("w", "both"), [1, 2, 3, 0, 0, 0])
+    same_as_torch(report, path, "step")
+
 def test_import_var_of_too_few_values_for_its_correction_is_refused_at_the_line(step_file):
     path, line_of = step_file("""
     class One(nn.Module):

@@ -60,9 +60,10 @@ def addmm(c):
 
 def clip(c):
     lo, hi = c.arg(1, "min"), c.arg(2, "max")
-    if c.overload == "Tensor":
-        expr = c.args[0] if lo is None else f"maximum({c.args[0]}, {lo})"
-        return expr if hi is None else f"minimum({expr}, {hi})"
+    if c.overload == "Tensor":   # as torch's clamp_backward: x keeps the gradient at a bound it equals
+        x, lo, hi = c.args[0], operand(lo) if lo is not None else None, operand(hi) if hi is not None else None
+        expr = x if lo is None else f"where(less({x}, {lo}), {lo}, {x})"
+        return expr if hi is None else f"where(greater({expr}, {hi}), {hi}, {expr})"
     return f"clip({c.args[0]}, {text(lo)}, {text(hi)})"
 
 
