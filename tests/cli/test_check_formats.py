@@ -107,6 +107,8 @@ def test_check_markdown_has_a_table_per_model_with_intent_and_verdict_as_the_tab
     out = run("check", BUG, str(MODELS / "gan.yaml"), invalid, "--format", "markdown").stdout
     assert "| `G.w1` | [4, 16] | blocked (`stop_gradient` in `d_fake` L45) *(intended)* | blocked (" in out
     assert out.count("*(intended)*") == 6        # d_loss blocks G on purpose, in both files
+    ac = run("check", str(MODELS / "actor_critic.yaml"), "--format", "markdown").stdout
+    assert "| `actor.w` | [8, 4] | flows 0.48 | unreachable |" in ac    # no path at all: no word
     assert out.count("**(not as intended)**") == 6   # g_loss is cut from every parameter in the bug
     assert ("**verdict:** d_loss trains 3 parameters; g_loss trains 0 parameters; no gradient reaches "
             "G.w1, G.b1, G.w2; 4 errors, 0 warnings\n") in out

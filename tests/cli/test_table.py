@@ -64,6 +64,13 @@ def test_intended_blocks_are_marked_intended():
     assert out.count("blocked [1] (intended)") == 3
 
 
+def test_a_parameter_with_no_path_to_a_loss_another_trains_is_plainly_unreachable():
+    out = analyze(MODELS / "actor_critic.yaml")
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("actor.", "critic."))}
+    assert rows["actor.w"].rstrip().endswith("flows 0.48               unreachable")
+    assert "!" not in rows["actor.w"] and out.count("(intended)") == 3    # the critic's three blocks
+
+
 def test_problems_shows_only_rows_not_as_intended():
     bug = ROOT / "tests" / "models" / "bugs" / "actor_critic_unstopped_advantage.yaml"
     out = analyze(bug, "--problems")

@@ -17,6 +17,8 @@ def cell(pair, intent: str) -> str:
         text += " (" + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in cuts) + ")"
     if pair.dies_at:
         text += " (dies at " + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in pair.dies_at) + ")"
+    if intent == "intended" and pair.status == "unreachable":   # no path at all needs no word
+        return text
     return text + {"intended": " *(intended)*", "problem": " **(not as intended)**"}.get(intent, "")
 
 

@@ -70,8 +70,8 @@ def cell(pairs: list, intent: str, notes: Notes) -> Text:
         low, high = min(norms), max(norms)
         spread = number(low) if number(low) == number(high) else f"{number(low)}..{number(high)}"
         text = text.replace("flows", f"flows {spread}", 1)
-    if intent == "intended":
-        return Text(text + " (intended)", style="dim")
+    if intent == "intended":   # a cut by design says so; no path at all needs no word
+        return Text(text + (" (intended)" if pairs[0].status == "blocked" else ""), style="dim")
     if intent == "problem":   # marked in words too: a pipe has no red, and not every eye sees it
         # a leak (flows where it should not) is as alarming as a block: not the green of health
         return Text(text + " " + PROBLEM, style="red" if pairs[0].status == "flows" else STYLE[pairs[0].status])
