@@ -222,9 +222,15 @@ def check_params(ctx: Context) -> None:
         if p.name in train and p.name not in ctx.trained_elsewhere and all(
                 pair.status in ("blocked", "unreachable") for pair in p.grads.values()):
             key = tuple((loss, cause(pair)) for loss, pair in p.grads.items())
-            reasons = "; ".join(f"from {loss}, {why(pair, path)}" for loss, pair in p.grads.items())
-            # The path to show is the one from a loss meant to train it, not an intended block.
-            shown = next((loss for loss in p.grads if report.intent(p.name, loss) == "problem"), next(iter(p.grads)))
+            # The losses it has no path to are named together, after the cuts that tell.
+            apart = [loss for loss, pair in p.grads.items() if pair.status == "unreachable"]
+            reasons = "; ".join([f"from {loss}, {why(pair, path)}" for loss, pair in p.grads.items()
+                                 if pair.status != "unreachable"]
+                                + ([f"no path leads to {listing(apart)}"] if apart else []))
+            # The path to show is the one from a loss meant to train it, not an intended block;
+            # a cut tells more than no path at all.
+            problems = [loss for loss in p.grads if report.intent(p.name, loss) == "problem"] or list(p.grads)
+            shown = next((loss for loss in problems if p.grads[loss].status == "blocked"), problems[0])
             ctx.group("GF102", key, p.name, place,
                       lambda names, reasons=reasons: (
                           f"{listing(names)} receive{'s' if len(names) == 1 else ''} gradient from no loss: "

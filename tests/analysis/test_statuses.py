@@ -287,5 +287,23 @@ def test_gf102_names_why_for_each_loss(write_model):
     """)
     [finding] = [f for f in report.findings if f.rule == "GF102"]
     assert finding.param == "w" and finding.line == 3
-    assert "from l1, blocked by stop_gradient in l1 (line 6:11); from l2, no path" in finding.message
-    assert "from l2, no path leads to the loss" in finding.message
+    assert finding.message.endswith("from l1, blocked by stop_gradient in l1 (line 6:11); no path leads to l2")
+
+
+def test_gf102_names_the_losses_with_no_path_together_after_the_cut_and_shows_the_cut(write_model):
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          w: {shape: [3], init: ones}
+          v: {shape: [3], init: ones}
+        graph:
+          l1: sum(v)
+          l2: sum(v * v)
+          l3: sum(round(w) * v)
+          l4: sum(v * 3)
+        losses: [l1, l2, l3, l4]
+    """)
+    [finding] = [f for f in report.findings if f.rule == "GF102"]
+    assert finding.message == ("w receives gradient from no loss: from l3, blocked by round in l3 (line 8:11); "
+                               "no path leads to l1, l2 and l4")
+    assert finding.command.endswith(" w --loss l3")
