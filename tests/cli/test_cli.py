@@ -301,6 +301,15 @@ def test_analyze_in_a_narrow_terminal_wraps_a_norm_range_whole_never_inside_it(m
     assert numbers(out) == numbers(piped) and sum(".." in token for token in numbers(out)) >= 10
 
 
+def test_analyze_in_a_terminal_prints_each_finding_as_one_line_so_its_command_copies_whole(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    bug = "tests/models/bugs/gan_stopped_discriminator_output.yaml"
+    out = CliRunner().invoke(cli, ["analyze", bug], env={"COLUMNS": "80", **TERMINAL}).output
+    findings = [line for line in out.splitlines() if line.startswith(bug + ":") and ": error: " in line]
+    assert findings and all(line.endswith("--loss g_loss") for line in findings if "[GF10" in line)
+    assert f"see: gradflow why {bug} G.w1 --loss g_loss" in out
+
+
 def test_a_dumb_terminal_keeps_its_columns_and_gets_no_colour(monkeypatch):
     # Emacs' shell says TERM=dumb and sets COLUMNS; rich alone would draw 80 columns there.
     monkeypatch.chdir(ROOT)

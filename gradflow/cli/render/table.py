@@ -203,6 +203,6 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
         out.print(Text(shown(f"[{n}] {text}")), soft_wrap=not out.is_terminal)
     if report.findings:
         out.print()
-    for f in report.findings:
-        out.print(finding_line(f), soft_wrap=not out.is_terminal)
+    for f in report.findings:   # one line, as check prints it: its see: command copies whole
+        out.print(finding_line(f), soft_wrap=True)
     out.print(verdict(report), soft_wrap=not out.is_terminal)
