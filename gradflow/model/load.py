@@ -92,6 +92,10 @@ class Loader:
 
     # -- sections ----------------------------------------------------------------
     def model(self, root: Node) -> ModelSpec:
+        if isinstance(root.value, dict) and root.value and not set(root.value) & set(TOP_KEYS):
+            keys = list(root.value)
+            raise self.fail(f"not a gradflow model: no 'gradflow: 1' at the top, and no key of a model "
+                            f"(it has {', '.join(map(repr, keys[:4]))}{', ...' if len(keys) > 4 else ''})", root)
         top = self.mapping(root, "the model file", TOP_KEYS)
         if "gradflow" not in top:
             raise self.fail("missing 'gradflow: 1' (the format version) at the top of the model", root)

@@ -160,6 +160,9 @@ def _decode_utf8(data: bytes, path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        if data.startswith((b"PK\x03\x04", b"\x93NUMPY")):   # what a model is mistaken for most
+            raise ModelError("this is a numpy or torch.save archive, not a model file: a model is YAML "
+                             "(weights are given with --weights FILE.npz)", path, 1, 1) from None
         start = exc.start
         line = data.count(b"\n", 0, start) + 1
         # Everything before the first bad byte decodes, so the column counts characters.

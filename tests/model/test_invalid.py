@@ -19,6 +19,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -126,6 +127,20 @@ def test_analyze_json_invalid_model_prints_nothing_on_stdout(path):
 def test_check_non_utf8_fixture_really_is_not_utf8():
     with pytest.raises(UnicodeDecodeError):
         (INVALID / "non_utf8.yaml").read_bytes().decode("utf-8")
+
+
+@pytest.mark.parametrize("save", [
+    lambda path: np.savez(path, w=np.ones(3)), lambda path: np.save(path, np.ones(3)),
+], ids=["npz", "npy"])
+def test_a_weights_archive_given_as_the_model_says_so(tmp_path, save):
+    path = tmp_path / "weights.bin"
+    with open(path, "wb") as f:
+        save(f)
+    result, _ = invoke("check", str(path))
+    assert result.exit_code == 2
+    error = error_line(result)
+    assert (error["line"], error["col"]) == ("1", "1")
+    assert error["message"].startswith("this is a numpy or torch.save archive, not a model file")
 
 
 def test_check_invalid_directory_gives_one_line_per_model_on_real_stderr():
