@@ -97,6 +97,9 @@ def checked(values: dict) -> dict:
     both = set(out.get("select", ())) & set(out.get("ignore", ()))
     if both:
         raise SettingsError(f"{sorted(both)[0]} is both selected and ignored", "select")
+    if out.get("vanishing", 0) >= out.get("exploding", math.inf):   # swapped: every norm would be odd
+        raise SettingsError(f"vanishing ({values['vanishing']!r}) must be below exploding "
+                            f"({values['exploding']!r})", "vanishing")
     return out
 
 
@@ -141,6 +144,9 @@ def size(value, key: str = "max-memory") -> float:
         if not 0 < number < math.inf:     # named as written: '0KB', not 0.0
             raise SettingsError(f"{key} must be a finite size above zero such as 512MiB or 2GB, not {value!r}", key)
         value = number
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingsError(f"{key} must be a number of bytes or a size such as 512MiB or 2GB, "
+                            f"not {value!r}", key)
     return positive(value, key)
 
 

@@ -47,6 +47,8 @@ def located(tmp_path, pyproject: str) -> ModelError:
     ('[tool.gradflow]\nexploding = nan\n', 2, 1, "exploding must be a positive finite number"),
     ('[tool.gradflow]\nexploding = inf\n', 2, 1, "exploding must be a positive finite number"),
     ('[tool.gradflow]\nmax-memory = "lots"\n', 2, 1, "max-memory must be a size"),
+    ('[tool.gradflow]\nmax-memory = true\n', 2, 1, "max-memory must be a number of bytes or a size such as 512MiB"),
+    ('[tool.gradflow]\nvanishing = 1e-3\nexploding = 1e-5\n', 2, 1, "vanishing (0.001) must be below exploding (1e-05)"),
     ('[tool]\ngradflow = 3\n', 2, 1, "[tool.gradflow] must be a table"),
     ('tool = {gradflow = {select = ["GF999"]}}\n', 1, 21, "unknown rule id 'GF999'"),
     ('[tool]\ngradflow.strict = "yes"\n', 2, 10, "strict must be true or false"),
@@ -70,6 +72,15 @@ def test_pyproject_problem_is_located(tmp_path, text, line, col, words):
     assert error.path.endswith("pyproject.toml")
     if "TOML" not in words:
         assert (error.line, error.col) == (line, col)
+
+
+@pytest.mark.parametrize("text, line, col", [
+    ('[tool.gradflow]\nignore = ["GF106"\n\n', 2, 18), ('[tool.gradflow]\nselect = [', 2, 11),
+])
+def test_toml_that_ends_too_soon_is_located_after_its_last_text(tmp_path, text, line, col):
+    error = located(tmp_path, text)
+    assert error.message.endswith("at the end of the file") and "document" not in error.message
+    assert (error.line, error.col) == (line, col)
 
 
 def test_a_pyproject_without_a_gradflow_table_is_not_parsed(tmp_path):
