@@ -63,6 +63,10 @@ def align(raw: str, origin: Place, value: str) -> list[tuple[int, int]]:
     for char in value:
         j = None if char.isspace() else find(raw, i, char)
         if j is None:
+            if not char.isspace():   # an escape made it (\x62): at the escape, past the blanks before it
+                while i < len(raw) and raw[i].isspace():
+                    line, col = (line + 1, 1) if raw[i] == "\n" else (line, col + 1)
+                    i += 1
             places.append(None if char.isspace() else (line, col))
             continue
         for c in raw[i:j]:

@@ -26,6 +26,8 @@ def error_place(graph: str, head: str = HEAD) -> tuple[int, int, str]:
     ("  loss: sum(w) +\n\n    relux(w)\n", 7, 5),
     ("  loss: \"sum(w) +\n    relux(w)\"\n", 6, 5),
     ("  loss: \"sum(w) +\\t relux(w)\"\n", 5, 21),
+    ("  loss: \"sum(w) + \\x72elux(w)\"\n", 5, 19),       # the name starts with an escape: at it
+    ("  loss: \"sum(w) + \\u0072elux(w)\"\n", 5, 19),
     ("  loss: >\n    sum(w) +\n    relux(w)\n", 7, 5),
     ("  loss: >-  # a comment about the loss\n    sum(w)\n    + relux(w)\n", 7, 7),
     ("  loss: |\n    sum(w) + (\n        relux(w))\n", 7, 9),
