@@ -224,7 +224,17 @@ class ModuleCalls:
                 h = template.replay(path, h, self.instantiate(module, path, template.dims, node))
                 continue
             start, x = len(nodes), h
-            h = self.expand(module, path, {}, [h], node)
+            try:
+                h = self.expand(module, path, {}, [h], node)
+            except ModelError as e:
+                if i == 0 or first_in == x.shape:
+                    raise
+                # The block changed the shape it is fed: its own output does not fit it again.
+                raise ModelError(f"repeat: {module.name} maps {list(first_in)} to {list(first_out)}, so "
+                                 f"{path} cannot take its output: {e.message}", self.path,
+                                 node.lineno, node.col_offset) from None
+            if i == 0:
+                first_in, first_out = x.shape, h.shape
             if template is None and replayable(self.spec, module, nodes, start):
                 dims = resolve_dims(module.dims, self.model.dims, self.path, f"dims of module {module.name!r}")
                 template = Template(self.tape, start, path, x, self.instances.get(path, {}), h, dims)
