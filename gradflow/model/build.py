@@ -153,7 +153,12 @@ class Builder(ModuleCalls):
                 raise self.fail(f"--dim {name}={value}: a dim must be a positive integer",
                                 self.spec.dims[name][1])
             declared[name] = (value, declared[name][1])
-        return resolve_dims(declared, {}, self.path, "dims")
+        try:
+            return resolve_dims(declared, {}, self.path, "dims")
+        except ModelError as e:     # a file's expression that only the flags broke: say which
+            if overrides:
+                e.message += " (with " + " ".join(f"--dim {n}={v}" for n, v in overrides.items()) + ")"
+            raise
 
     # -- the whole model ---------------------------------------------------------
     def build(self) -> Model:

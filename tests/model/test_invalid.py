@@ -173,6 +173,15 @@ def test_dim_override_error_points_into_the_file(write_model, command, dim, line
     assert seconds < SECONDS
 
 
+def test_a_dim_expression_that_only_the_flags_break_names_the_flags(write_model):
+    path = write_model(VALID.replace("  features: 8\n", "  features: 8\n  half: features // 2\n"))
+    result, _ = invoke("check", path, "--dim", "features=1")
+    error = error_line(result)
+    assert (int(error["line"]), int(error["col"])) == (6, 9)     # at the expression
+    assert error["message"] == ("dims: dim 'half' = features // 2: a dim must be a positive integer, got 0 "
+                                "(with --dim features=1)")
+
+
 @pytest.mark.parametrize("dim", ["batch", "batch=x", "=3", "batch=2.5"])
 def test_dim_override_malformed_is_usage_error(write_model, dim):
     result, _ = invoke("check", write_model(VALID), "--dim", dim)
