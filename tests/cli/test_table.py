@@ -59,6 +59,19 @@ def test_partial_cuts_are_visible_in_the_table(write_model):
     assert "~[1]" in out and "[1] partly cut (other paths flow) by stop_gradient in loss" in out
 
 
+def test_a_zero_gradient_that_is_also_partly_cut_shows_both_notes(write_model):
+    out = analyze(write_model("""
+gradflow: 1
+params:
+  w: {shape: [3], init: normal}
+graph:
+  loss: sum(w * 0 + 1) * max(w > 0)
+losses: [loss]
+"""))
+    assert "zero [1] ~[2] !" in out
+    assert "[2] partly cut (other paths carry a zero gradient) by greater in loss (line 5:30)" in out
+
+
 def test_intended_blocks_are_marked_intended():
     out = analyze(MODELS / "gan.yaml")
     assert out.count("blocked [1] (intended)") == 3
