@@ -98,7 +98,7 @@ def test_check_file_named_explicitly_must_be_a_model(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("just: config\n")
     result = run("check", path)
-    assert result.exit_code == 2 and result.stderr.startswith(f"{path}:1:1: error: unknown key 'just'")
+    assert result.exit_code == 2 and result.stderr.startswith(f"{path}:1:1: error: not a gradflow model: no 'gradflow: 1'")
 
 
 def unreadable(path: Path) -> None:
