@@ -654,3 +654,26 @@ def test_weights_and_memory_errors_of_a_step_are_at_its_python_lines(step_file, 
     big = run_cli("analyze", f"{path}:step", "--max-memory", "10")     # the largest tensor is the input x
     assert big.stderr.startswith(f"{path}:{line_of('def')}:1: error: a numeric run needs about ")
     assert "(its largest tensor is x [3, 2], made on this line)" in big.stderr
+
+
+def test_a_trace_that_fails_prints_no_torch_graph_only_the_users_prints_and_one_located_line(step_file):
+    # export prints the partial graph of a trace stopped by a data-dependent size to stderr, twice
+    path, line_of = step_file("""
+    import sys
+
+
+    class Step(nn.Module):
+        def forward(self, x, idx):
+            print("forward runs", file=sys.stderr)
+            return {"loss": (x * F.one_hot(idx)).sum()}  # @one_hot
+
+
+    def step():
+        print("step runs")
+        return {"module": Step(), "inputs": (torch.randn(3, 3), torch.tensor([0, 1, 2]))}
+    """)
+    result = run_cli("check", f"{path}:step")
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[:2] == ["step runs", "forward runs"] and len(lines) == 3, result.stderr
+    assert lines[2].startswith(f"{path}:{line_of('one_hot')}:") and "error: torch.export could not" in lines[2]

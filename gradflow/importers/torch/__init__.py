@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import torch
 
 from gradflow.errors import ModelError
 from gradflow.importers.document import Imported
 from gradflow.importers.torch.capture import export
-from gradflow.importers.torch.places import display
+from gradflow.importers.torch.places import display, is_torch_frame
 from gradflow.importers.torch.target import load_step, own_argv
 from gradflow.importers.torch.translate import Translator
 
@@ -25,10 +25,27 @@ def capture_target(file: str, func: str) -> Imported:
     """Run FUNC from FILE, export its module in float64 and translate the graph.
 
     What the user's code prints goes to stderr: stdout may be carrying a JSON report. torch's
-    own log lines (a failed shape check logs its traceback before raising) are not printed:
-    the error they lead to is one located line."""
-    with redirect_stdout(sys.stderr), no_logging():
+    own log lines (a failed shape check logs its traceback before raising) and prints (a trace
+    that fails on a data-dependent size prints its partial graph, twice) are not shown: the
+    error they lead to is one located line."""
+    stderr = UsersOnly(sys.stderr)
+    with redirect_stdout(stderr), redirect_stderr(stderr), no_logging():
         return capture(file, func)
+
+
+class UsersOnly:
+    """A stream that passes on what the user's code writes and drops what torch's own code does."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if is_torch_frame(sys._getframe(1)):   # print() is C: the frame that called it
+            return len(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 @contextmanager

@@ -20,7 +20,8 @@ from gradflow.importers.document import Source
 
 # gradflow's own package: three folders up from gradflow/importers/torch/places.py
 _GRADFLOW = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_NOT_USER = tuple({os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _GRADFLOW + os.sep,
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_NOT_USER = tuple({_TORCH, _GRADFLOW + os.sep,
                    *(os.path.abspath(p) + os.sep for p in
                      (sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")) if p)})
 
@@ -34,6 +35,10 @@ def is_user_file(filename: str) -> bool:
 
 def is_user_frame(frame) -> bool:
     return is_user_file(frame.f_code.co_filename)
+
+
+def is_torch_frame(frame) -> bool:
+    return os.path.abspath(frame.f_code.co_filename).startswith(_TORCH)
 
 
 def position(code, lasti: int, line: int) -> Source:
