@@ -677,3 +677,54 @@ def test_a_trace_that_fails_prints_no_torch_graph_only_the_users_prints_and_one_
     lines = result.stderr.splitlines()
     assert lines[:2] == ["step runs", "forward runs"] and len(lines) == 3, result.stderr
     assert lines[2].startswith(f"{path}:{line_of('one_hot')}:") and "error: torch.export could not" in lines[2]
+
+
+CHECKPOINTS = """
+import torch.utils.checkpoint as cp
+
+
+class Step(nn.Module):
+    def __init__(self, first):
+        super().__init__()
+        self.first = first
+        self.a, self.b, self.c = nn.Linear(3, 4), nn.Linear(4, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        h = cp.checkpoint(self.a, x) if self.first else torch.tanh(self.a(x))  # @first
+        h = cp.checkpoint(self.b, h, use_reentrant=True)
+        h = cp.checkpoint_sequential(nn.Sequential(self.b, nn.Tanh()), 2, h, use_reentrant=True)
+        return {"loss": self.c(torch.tanh(h)).pow(2).sum()}
+
+
+def inside():
+    torch.manual_seed(0)
+    return {"module": Step(False), "inputs": (torch.randn(2, 3),)}
+
+
+def first():
+    torch.manual_seed(0)
+    return {"module": Step(True), "inputs": (torch.randn(2, 3),)}
+"""
+
+
+@pytest.mark.parametrize("func, cut", [("inside", set()), ("first", {"a.weight", "a.bias", "b.weight", "b.bias"})])
+def test_reentrant_checkpoint_cuts_only_what_torch_does(step_file, func, cut):
+    # export traced everything after a reentrant checkpoint without gradient; torch cuts only the
+    # parameters inside one whose tensor arguments need no gradient ("Gradients will be None")
+    import numpy as np
+
+    import gradflow
+    from gradflow.importers.torch.target import load_step
+    path, line_of = step_file(CHECKPOINTS)
+    report = gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    assert {p.name for p in report.params if report.status(p.name, "loss") == "blocked"} == cut
+    step = load_step(path, func)   # torch's own answer: reentrant checkpoints refuse autograd.grad
+    module = step.module.double()
+    module(*[t.double() for t in step.inputs])["loss"].backward()
+    for name, p in module.named_parameters():
+        if name in cut:
+            assert p.grad is None, name
+        else:
+            np.testing.assert_allclose(report.grad(name, "loss"), p.grad.numpy(), rtol=1e-6, err_msg=name)
+    if cut:   # at the first call, which nothing before it sends gradient into
+        assert f"blocked by no_grad in linear_no_grad ({path}:{line_of('first')}:13)" in report.findings[0].message

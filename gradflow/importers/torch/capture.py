@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
+import torch.utils.checkpoint
 
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
@@ -85,6 +86,8 @@ def stamping(recorder: Recorder):
 def fencing(recorder: Recorder, apply):
     """Function.apply that records each user Function call and fences it with marker ops."""
     def fenced_apply(cls, *args, **kwargs):
+        if cls is torch.utils.checkpoint.CheckpointFunction:
+            return reentrant_checkpoint(*args)
         if cls.__module__.split(".")[0] == "torch":   # torch's own Functions (custom ops use one)
             return apply.__func__(cls, *args, **kwargs)
         call = len(recorder.calls)
@@ -101,6 +104,17 @@ def fencing(recorder: Recorder, apply):
         recorder.calls[call].tensor_output = False
         return out
     return classmethod(fenced_apply)
+
+
+def reentrant_checkpoint(run_function, preserve_rng_state, *args):
+    """torch.utils.checkpoint with use_reentrant=True (its default), as the gradients see it.
+    Traced as it is, export records the Function's inner no_grad but not the return to grad
+    mode, and would cut everything after the call. Recomputing changes no gradient, but when no
+    tensor argument requires grad the output has none, as torch warns: a no_grad at the call."""
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return run_function(*args)
+    with torch.no_grad():
+        return run_function(*args)
 
 
 def refusing_data():
