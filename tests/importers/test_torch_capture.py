@@ -728,3 +728,37 @@ def test_reentrant_checkpoint_cuts_only_what_torch_does(step_file, func, cut):
             np.testing.assert_allclose(report.grad(name, "loss"), p.grad.numpy(), rtol=1e-6, err_msg=name)
     if cut:   # at the first call, which nothing before it sends gradient into
         assert f"blocked by no_grad in linear_no_grad ({path}:{line_of('first')}:13)" in report.findings[0].message
+
+
+AUTOCAST = """
+class Step(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(3, 4), nn.Linear(4, 4), nn.Linear(4, 1)
+
+    @torch.autocast("cpu", dtype=torch.bfloat16)
+    def head(self, h):
+        return self.c(h)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = torch.tanh(self.a(x))
+        with torch.autocast("cuda", enabled=False):   # as a script written for a GPU has it
+            h = torch.tanh(self.b(h))
+        return {"loss": self.head(h).pow(2).sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Step(), "inputs": (torch.randn(2, 3),)}
+"""
+
+
+def test_autocast_blocks_import_as_their_code(step_file, same_as_torch):
+    # export wrapped each block in a call gradflow refused (at the def line), even a disabled one;
+    # in float64 autocast changes nothing, in torch as in gradflow
+    import gradflow
+    path, _ = step_file(AUTOCAST)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert not report.findings
+    same_as_torch(report, path, "step")

@@ -146,16 +146,31 @@ def inference_as_no_grad():
     return enter, exit_
 
 
+def autocast_as_nothing():
+    """autocast's __enter__/__exit__ as no-ops. The step runs in float64, where autocast would
+    only lower precision (casts such as `.half()` are identities too); export would wrap its
+    block in a call gradflow cannot map, even when autocast is disabled (CUDA's, on a CPU)."""
+    def enter(self):
+        return self
+
+    def exit_(self, *exc):
+        return False
+    return enter, exit_
+
+
 @contextmanager
 def watching(recorder: Recorder):
-    """Patch node creation, Function.apply, Tensor.data and inference_mode for the duration of one export."""
+    """Patch node creation, Function.apply, Tensor.data, inference_mode and autocast for the
+    duration of one export."""
     create_node, apply = torch.fx.Graph.create_node, torch.autograd.Function.__dict__["apply"]
-    inference = torch.autograd.grad_mode.inference_mode
+    inference, autocast = torch.autograd.grad_mode.inference_mode, torch.amp.autocast_mode.autocast
     enter, exit_ = inference.__dict__["__enter__"], inference.__dict__["__exit__"]
+    amp_enter, amp_exit = autocast.__dict__["__enter__"], autocast.__dict__["__exit__"]
     torch.fx.Graph.create_node = stamping(recorder)
     torch.autograd.Function.apply = fencing(recorder, apply)
     torch.Tensor.data = refusing_data()
     inference.__enter__, inference.__exit__ = inference_as_no_grad()
+    autocast.__enter__, autocast.__exit__ = autocast_as_nothing()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # export's advice about the user's code is not ours to print
@@ -165,6 +180,7 @@ def watching(recorder: Recorder):
         torch.autograd.Function.apply = apply
         del torch.Tensor.data   # back to TensorBase's own descriptor
         inference.__enter__, inference.__exit__ = enter, exit_
+        autocast.__enter__, autocast.__exit__ = amp_enter, amp_exit
 
 
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
