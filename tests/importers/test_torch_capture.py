@@ -762,3 +762,42 @@ def test_autocast_blocks_import_as_their_code(step_file, same_as_torch):
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert not report.findings
     same_as_torch(report, path, "step")
+
+
+HARD_EXITS = """
+import os
+
+if os.environ.get("GRADFLOW_TEST_EXIT_AT_IMPORT"):
+    os._exit(3)  # @import
+
+
+class Quits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(2, 1)
+
+    def forward(self, x):
+        os._exit(3)  # @forward
+
+
+def step():
+    return {"module": Quits(), "inputs": (torch.randn(3, 2),)}
+"""
+
+
+@pytest.mark.parametrize("where, says", [("import", "importing {path} called os._exit(3) (is the training run "
+                                                   "behind `if __name__ == '__main__':`?)"),
+                                         ("forward", "the step's forward called os._exit(3)")])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_os_exit_in_the_users_code_is_one_located_line_and_the_other_files_are_checked(
+        step_file, monkeypatch, where, says, jobs):
+    # it ended gradflow at once with the code it chose (0: a CI job passed), the other files unchecked,
+    # or, with -j, was 'internal error: WorkerDied'; a regression here ends pytest with exit code 3
+    path, line_of = step_file(HARD_EXITS)
+    if where == "import":
+        monkeypatch.setenv("GRADFLOW_TEST_EXIT_AT_IMPORT", "1")
+    result = run_cli("check", "-j", jobs, f"{path}:step", str(ROOT / "tests/models/bugs/dqn_target_leak.yaml"))
+    assert result.exit_code == 2
+    assert result.stderr == f"{path}:{line_of(where)}:{5 if where == 'import' else 9}: error: " \
+                            f"{says.format(path=path)}\n"
+    assert "2 models checked: 1 failed, 1 invalid" in result.stdout

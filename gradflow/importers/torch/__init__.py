@@ -14,7 +14,7 @@ import torch
 from gradflow.errors import ModelError
 from gradflow.importers.document import Imported
 from gradflow.importers.torch.capture import export
-from gradflow.importers.torch.places import display, is_torch_frame
+from gradflow.importers.torch.places import display, is_torch_frame, no_hard_exit
 from gradflow.importers.torch.target import load_step, own_argv
 from gradflow.importers.torch.translate import Translator
 
@@ -29,7 +29,7 @@ def capture_target(file: str, func: str) -> Imported:
     that fails on a data-dependent size prints its partial graph, twice) are not shown: the
     error they lead to is one located line."""
     stderr = UsersOnly(sys.stderr)
-    with redirect_stdout(stderr), redirect_stderr(stderr), no_logging():
+    with redirect_stdout(stderr), redirect_stderr(stderr), no_logging(), no_hard_exit():
         return capture(file, func)
 
 

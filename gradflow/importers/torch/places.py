@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
 
@@ -95,7 +96,7 @@ def stops(error: BaseException) -> bool:
     """Ctrl-C, as Python's KeyboardInterrupt or as gradflow's own: never the user's failure."""
     if isinstance(error, KeyboardInterrupt):
         return True
-    return not isinstance(error, Exception) and type(error).__module__.split(".")[0] == "gradflow"
+    return not isinstance(error, (Exception, SystemExit)) and type(error).__module__.split(".")[0] == "gradflow"
 
 
 def raised(error: BaseException) -> str:
@@ -105,4 +106,27 @@ def raised(error: BaseException) -> str:
 
 def exit_call(error: SystemExit) -> str:
     """How the user's code ended the process it thought it had: 'called sys.exit(2)'."""
-    return f"called sys.exit({'' if error.code is None else repr(error.code)})"
+    call = "os._exit" if isinstance(error, HardExit) else "sys.exit"
+    return f"called {call}({'' if error.code is None else repr(error.code)})"
+
+
+class HardExit(SystemExit):
+    """os._exit called by the user's code, raised instead: it would end gradflow at once, with
+    the exit code it chose (0: a CI job passes) and the other files unchecked."""
+
+
+@contextmanager
+def no_hard_exit():
+    """os._exit raises HardExit in this process while the user's code runs; a process that
+    code forks (a DataLoader worker) still ends with it."""
+    real, pid = os._exit, os.getpid()
+
+    def hard_exit(code):
+        if os.getpid() != pid:
+            real(code)
+        raise HardExit(code)
+    os._exit = hard_exit
+    try:
+        yield
+    finally:
+        os._exit = real
