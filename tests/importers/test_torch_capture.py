@@ -801,3 +801,43 @@ def test_os_exit_in_the_users_code_is_one_located_line_and_the_other_files_are_c
     assert result.stderr == f"{path}:{line_of(where)}:{5 if where == 'import' else 9}: error: " \
                             f"{says.format(path=path)}\n"
     assert "2 models checked: 1 failed, 1 invalid" in result.stdout
+
+
+DATA_DEPENDENT = """
+class Branch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.l(x)
+        if h.sum().item() > 0:  # @if
+            h = h * 2
+        return {"loss": h.sum()}
+
+
+class OneHot(nn.Module):
+    def forward(self, x, idx):
+        return {"loss": (x * F.one_hot(idx)).sum()}  # @one_hot
+
+
+def branch():
+    return {"module": Branch(), "inputs": (torch.randn(2, 3),)}
+
+
+def one_hot():
+    return {"module": OneHot(), "inputs": (torch.randn(3, 3), torch.tensor([0, 1, 2]))}
+"""
+
+
+@pytest.mark.parametrize("func, marker", [("branch", "if"), ("one_hot", "one_hot")])
+def test_a_line_that_depends_on_a_tensors_values_says_so_not_torchs_guard_jargon(step_file, func, marker):
+    # it said "GuardOnDataDependentSymNode: Could not guard on data-dependent expression zuf0 > 0.0 (unhinted: ...)"
+    path, line_of = step_file(DATA_DEPENDENT)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:{func}")
+    assert (caught.value.path, caught.value.line) == (path, line_of(marker))
+    assert caught.value.message == (
+        "torch.export could not capture the step: what this line does depends on a tensor's values (a Python `if` "
+        "on one, `.item()`, or a size such as F.one_hot's without num_classes); compute it without them "
+        "(torch.where, an explicit size)")

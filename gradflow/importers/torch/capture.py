@@ -206,4 +206,8 @@ def export_message(error: BaseException) -> str:
     first = text[0] if text else type(error).__name__
     if ".data" in str(error) or "set_data" in str(error):
         return "torch.export cannot trace '.data'; use '.detach()' to cut the gradient"
+    if type(error).__name__ == "GuardOnDataDependentSymNode":   # torch's words: "guard on data-dependent expression u0"
+        return ("torch.export could not capture the step: what this line does depends on a tensor's values "
+                "(a Python `if` on one, `.item()`, or a size such as F.one_hot's without num_classes); "
+                "compute it without them (torch.where, an explicit size)")
     return f"torch.export could not capture the step: {type(error).__name__}: {first}"
