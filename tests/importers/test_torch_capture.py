@@ -841,3 +841,14 @@ def test_a_line_that_depends_on_a_tensors_values_says_so_not_torchs_guard_jargon
         "torch.export could not capture the step: what this line does depends on a tensor's values (a Python `if` "
         "on one, `.item()`, or a size such as F.one_hot's without num_classes); compute it without them "
         "(torch.where, an explicit size)")
+
+
+def test_an_async_func_is_one_located_line_without_pythons_never_awaited_warning(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "step.py"
+    path.write_text("import torch\n\n\nasync def step():\n    return {}\n")
+    result = subprocess.run([sys.executable, "-m", "gradflow.cli.main", "check", f"{path}:step"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr == f"{path}:4:1: error: step() must return a dict with 'module' and 'inputs', not coroutine\n"

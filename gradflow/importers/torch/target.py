@@ -127,6 +127,8 @@ def check_returned(value, func: str, source: Source) -> Step:
     def fail(message):
         return ModelError(f"{func}() {message}", display(source.path), source.line, source.col)
     if not isinstance(value, dict):
+        if inspect.iscoroutine(value):   # never awaited: Python would warn so at exit
+            value.close()
         raise fail(f"must return a dict with 'module' and 'inputs', not {type(value).__name__}")
     unknown = [k for k in value if k not in KEYS]
     if unknown:
