@@ -331,6 +331,25 @@ def test_import_missing_function_lists_the_files_functions(step_file):
 
 
 
+def test_a_func_that_needs_arguments_or_is_no_function_says_so(step_file):
+    path, line_of = step_file("""
+        size = 3
+
+        def step(n):  # @needs
+            return {"module": nn.Linear(n, 1), "inputs": (torch.randn(2, n),)}
+
+        def keyword(*, n):  # @keyword
+            return step(n)
+    """)
+    for func, marker in (("step", "needs"), ("keyword", "keyword")):
+        with pytest.raises(ModelError) as caught:
+            import_python(f"{path}:{func}")
+        assert (caught.value.line, caught.value.col) == (line_of(marker), 1)
+        assert caught.value.message.startswith(f"{func}() must take no arguments: gradflow calls it as {func}()")
+    with pytest.raises(ModelError, match=r"'size' is not a function but a value of type int \(it defines keyword, step\)"):
+        import_python(f"{path}:size")
+
+
 def test_import_syntax_error_in_the_file_is_located(tmp_path):
     path = tmp_path / "broken.py"
     path.write_text("import torch\n\ndef step(:\n    pass\n")

@@ -50,8 +50,19 @@ def call_step(module, func: str, path: Path, file: str) -> Step:
     if not callable(fn):
         names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
         known = f" (it defines {', '.join(names)})" if names else ""
-        raise ModelError(f"{file} has no function {func!r}{known}", file, 1, 1)
+        if fn is None:
+            raise ModelError(f"{file} has no function {func!r}{known}", file, 1, 1)
+        raise ModelError(f"{file}: {func!r} is not a function but a value of type {type(fn).__name__}"
+                         f"{known}", file, 1, 1)
     source = def_source(fn, path)
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:   # gradflow calls it with nothing: say so, not Python's missing-argument error
+        raise ModelError(f"{func}() must take no arguments: gradflow calls it as {func}() and uses "
+                         "the step it returns (give defaults, or wrap it)", display(source.path),
+                         source.line, source.col) from None
+    except ValueError:  # no signature to read (a builtin): calling it will tell
+        pass
     try:
         returned = fn()
     except SystemExit as e:  # not the end of gradflow, nor of the other files being checked
