@@ -88,7 +88,7 @@ def checked(values: dict) -> dict:
             out[key] = rule_ids(value, key)
         elif key == "strict":
             if not isinstance(value, bool):
-                raise SettingsError(f"strict must be true or false, not {value!r}", key)
+                raise SettingsError(f"strict must be true or false, not {spelled(value)}", key)
             out[key] = value
         elif key == "max-memory":
             out[key] = size(value, key)
@@ -103,6 +103,11 @@ def checked(values: dict) -> dict:
     return out
 
 
+def spelled(value) -> str:
+    """A settings value as TOML and YAML write it: true, not Python's True."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+
+
 def rule_ids(value, key: str = "select") -> tuple:
     """'GF102, GF106' or a list of ids -> ('GF102', 'GF106'); unknown ids refused."""
     if isinstance(value, str):
@@ -110,7 +115,7 @@ def rule_ids(value, key: str = "select") -> tuple:
     elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         items = value
     else:
-        raise SettingsError(f"{key} must be a list of rule ids like ['GF106'], not {value!r}", key)
+        raise SettingsError(f"{key} must be a list of rule ids like ['GF106'], not {spelled(value)}", key)
     ids = []
     for index, item in enumerate(i.strip().upper() for i in items):
         if not item:
@@ -123,13 +128,13 @@ def rule_ids(value, key: str = "select") -> tuple:
 
 def positive(value, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SettingsError(f"{key} must be a number, not {value!r}", key)
+        raise SettingsError(f"{key} must be a number, not {spelled(value)}", key)
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number) or number <= 0:
-        raise SettingsError(f"{key} must be a positive finite number, got {value!r}", key)
+        raise SettingsError(f"{key} must be a positive finite number, got {spelled(value)}", key)
     return number
 
 
@@ -139,14 +144,14 @@ def size(value, key: str = "max-memory") -> float:
         match = re.match(SIZE, value, re.IGNORECASE)
         unit = (match.group(2) or "").upper() if match else None
         if match is None or unit not in UNITS:
-            raise SettingsError(f"{key} must be a size such as 512MiB or 2GB, not {value!r}", key)
+            raise SettingsError(f"{key} must be a size such as 512MiB or 2GB, not {spelled(value)}", key)
         number = float(match.group(1)) * UNITS[unit]
         if not 0 < number < math.inf:     # named as written: '0KB', not 0.0
-            raise SettingsError(f"{key} must be a finite size above zero such as 512MiB or 2GB, not {value!r}", key)
+            raise SettingsError(f"{key} must be a finite size above zero such as 512MiB or 2GB, not {spelled(value)}", key)
         value = number
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SettingsError(f"{key} must be a number of bytes or a size such as 512MiB or 2GB, "
-                            f"not {value!r}", key)
+                            f"not {spelled(value)}", key)
     return positive(value, key)
 
 

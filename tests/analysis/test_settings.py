@@ -47,7 +47,7 @@ def located(tmp_path, pyproject: str) -> ModelError:
     ('[tool.gradflow]\nexploding = nan\n', 2, 1, "exploding must be a positive finite number"),
     ('[tool.gradflow]\nexploding = inf\n', 2, 1, "exploding must be a positive finite number"),
     ('[tool.gradflow]\nmax-memory = "lots"\n', 2, 1, "max-memory must be a size"),
-    ('[tool.gradflow]\nmax-memory = true\n', 2, 1, "max-memory must be a number of bytes or a size such as 512MiB"),
+    ('[tool.gradflow]\nmax-memory = true\n', 2, 1, "max-memory must be a number of bytes or a size such as 512MiB or 2GB, not true"),
     ('[tool.gradflow]\nvanishing = 1e-3\nexploding = 1e-5\n', 2, 1, "vanishing (0.001) must be below exploding (1e-05)"),
     ('[tool]\ngradflow = 3\n', 2, 1, "[tool.gradflow] must be a table"),
     ('tool = {gradflow = {select = ["GF999"]}}\n', 1, 21, "unknown rule id 'GF999'"),
