@@ -55,6 +55,12 @@ def cut_of(index: int, node, kind: str) -> Cut:
     return Cut(index, info.entry, node.op.name, kind, info.line, info.col, info.file)
 
 
+def cut_at_node(node) -> Cut:
+    """The Cut record of a node that cuts: explicit for a stop, else implicit (a comparison,
+    an argmax, an op that drops an input such as ``where``'s condition)."""
+    return cut_of(node.index, node, KIND_OF_OP.get(node.op.kind, "implicit"))
+
+
 class NodeSet:
     """A set of tape indices as one byte per node: a million-node tape's open and reached
     sets in 2 MB instead of about 80 MB of hashed ints. ``i in s`` as for a set."""
@@ -141,7 +147,7 @@ class Graph:
         culprit = node
         if not self.open_masks[parent.index]:
             culprit = self.origin(parent) or (parent if parent.op is not None and parent.op.kind in KIND_OF_OP else node)
-        return cut_of(culprit.index, culprit, KIND_OF_OP.get(culprit.op.kind, "implicit"))
+        return cut_at_node(culprit)
 
     def origin(self, node):
         """The nearest node at or above ``node`` where gradient from a parameter is cut, or None."""
@@ -185,8 +191,7 @@ class Graph:
             nodes = self.nodes
             for i, mask in self.open_cuts.items():
                 if reached[i]:
-                    node = nodes[i]
-                    behind[cut_of(i, node, KIND_OF_OP.get(node.op.kind, "implicit"))] = self.names_in(mask)
+                    behind[cut_at_node(nodes[i])] = self.names_in(mask)
         return LossFlow(NodeSet(reached), NodeSet(open_), behind)
 
     def reaching(self, open_: bytearray, cut_inputs: list) -> bytearray:
@@ -263,4 +268,4 @@ class Graph:
 
     @cached_property
     def cuts(self) -> list:
-        return [cut_of(node.index, node, KIND_OF_OP[node.op.kind]) for node in self.cut_nodes]
+        return [cut_at_node(node) for node in self.cut_nodes]
