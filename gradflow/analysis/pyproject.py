@@ -36,11 +36,12 @@ def tool_table(text: str, path: str):
     except tomllib.TOMLDecodeError as e:
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         line, col = (int(where[1]), int(where[2])) if where else (1, 1)
-        if "(at end of document)" in str(e):      # an unclosed [ or string: after the last text
+        at_end = "(at end of document)" in str(e)
+        if at_end:      # an unclosed [ or string: after the last text
             lines = text.rstrip().split("\n")
             line, col = len(lines), len(lines[-1]) + 1
         message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e)) or "invalid TOML"
-        message += " at the end of the file" if "(at end of document)" in str(e) else ""
+        message += " at the end of the file" if at_end else ""
         raise ModelError(f"pyproject.toml is not valid TOML: {message}", path, line, col) from None
     except RecursionError:
         raise ModelError("pyproject.toml is nested too deeply to read", path, 1, 1) from None
