@@ -54,11 +54,9 @@ def words(pair, notes: Notes) -> str:
         text += " " + notes.mark("blocked by " + ", ".join(place(c, notes.path) for c in pair.cut_by))
     elif pair.status == "zero" and pair.dies_at:
         text += " " + notes.mark("gradient dies at " + ", ".join(place(c, notes.path) for c in pair.dies_at))
-    if pair.status == "zero" and pair.partially_cut_by:   # the paths it does not die on are cut
-        text += " ~" + notes.mark("partly cut (other paths carry a zero gradient) by "
-                                  + ", ".join(place(c, notes.path) for c in pair.partially_cut_by))
-    elif pair.status == "flows" and pair.partially_cut_by:
-        text += " ~" + notes.mark("partly cut (other paths flow) by "
+    if pair.status in ("flows", "zero") and pair.partially_cut_by:   # some paths are cut, the others not
+        others = "flow" if pair.status == "flows" else "carry a zero gradient"
+        text += " ~" + notes.mark(f"partly cut (other paths {others}) by "
                                   + ", ".join(place(c, notes.path) for c in pair.partially_cut_by))
     if pair.nonfinite:
         text += f" ({pair.nonfinite} non-finite)"
