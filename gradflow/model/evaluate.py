@@ -69,15 +69,7 @@ class Evaluator:
         return ModelError(message, self.builder.path, node.lineno, node.col_offset)
 
     def tensor(self, node) -> Tensor:
-        value = self.eval(node)
-        if isinstance(value, Tensor):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return self.tape.constant(value)
-        if isinstance(value, tuple) and value and all(isinstance(v, Tensor) for v in value):
-            raise self.fail(node, f"expected a tensor, got {len(value)}: split and chunk give several; "
-                                  "unpack them (a, b: chunk(x, 2)) or take one (chunk(x, 2)[0])")
-        raise self.fail(node, f"expected a tensor, got {static_text(value)}")
+        return self.as_tensor(self.eval(node), node)
 
     def static(self, node, what: str):
         value = self.eval(node)
@@ -176,11 +168,15 @@ class Evaluator:
         name = COMPARE[type(node.ops[0])]
         return self.apply(name, node, self.tensor(node.left), self.tensor(node.comparators[0]))
 
-    def as_tensor(self, value, node):
+    def as_tensor(self, value, node) -> Tensor:
+        """``value``, the value of ``node``, as a tensor: a number becomes a constant."""
         if isinstance(value, Tensor):
             return value
         if is_number(value):
             return self.tape.constant(value)
+        if isinstance(value, tuple) and isinstance(node, ast.Call):   # the outputs of split or chunk
+            raise self.fail(node, f"expected a tensor, got {len(value)}: split and chunk give several; "
+                                  "unpack them (a, b: chunk(x, 2)) or take one (chunk(x, 2)[0])")
         raise self.fail(node, f"expected a tensor or a number, got {static_text(value)}")
 
     def fold(self, name, a, b, node):
@@ -297,15 +293,15 @@ class Evaluator:
 
     # -- subscripts ----------------------------------------------------------------
     def eval_Subscript(self, node):
-        pieces = self.eval(node.value) if isinstance(node.value, ast.Call) else None
-        if isinstance(pieces, tuple):    # chunk(x, 2)[0]: one of several outputs
+        value = self.eval(node.value)
+        if isinstance(value, tuple) and isinstance(node.value, ast.Call):   # chunk(x, 2)[0]: one output
             k = self.static(node.slice, "the index of an output")
-            if not isinstance(k, int) or isinstance(k, bool) or not -len(pieces) <= k < len(pieces):
+            if not isinstance(k, int) or isinstance(k, bool) or not -len(value) <= k < len(value):
                 what = "a slice" if isinstance(k, slice) else static_text(k)
-                raise self.fail(node.slice, f"the outputs are numbered 0 to {len(pieces) - 1}: take one by "
+                raise self.fail(node.slice, f"the outputs are numbered 0 to {len(value) - 1}: take one by "
                                             f"its number, not {what}")
-            return pieces[k]
-        x = pieces if pieces is not None else self.tensor(node.value)
+            return value[k]
+        x = self.as_tensor(value, node.value)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         index = [self.index_item(item) for item in items]
         tensor_at = [i for i, v in enumerate(index) if isinstance(v, Tensor)]

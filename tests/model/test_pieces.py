@@ -65,6 +65,7 @@ def test_one_output_taken_by_its_number(write_model):
 
 @pytest.mark.parametrize("use, words", [
     ("sum(chunk(h, 3, axis=-1))", "expected a tensor, got 3: split and chunk give several"),
+    ("sum([a, b])", "expected a tensor or a number, got a list"),   # a list is no split: not told so
     ("sum(chunk(h, 3, axis=-1)[3])", "numbered 0 to 2: take one by its number, not 3"),
     ("sum(chunk(h, 3, axis=-1)[0:2])", "numbered 0 to 2: take one by its number, not a slice"),
 ])
