@@ -15,6 +15,7 @@ from pathlib import Path
 from gradflow.engine import ALIASES, OPS, gc_paused
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.model.dims import parse_dim
+from gradflow.model.evaluate import is_number
 from gradflow.model.expr import parse_expression, parse_init
 from gradflow.model.files import read_regular
 from gradflow.model.source import MAX_CHARS, Node, parse_yaml
@@ -220,7 +221,7 @@ class Loader:
         try:
             shape = nested_shape(value)
         except ValueError as e:
-            at = first_leaf(node, lambda v: not is_number(v)) if str(e) == NOT_NUMBERS else None
+            at = first_leaf(node, lambda v: not is_number(v)) if isinstance(e, NotNumbers) else None
             raise self.fail(f"value of {name!r}: {e}", at or node) from None
         if 0 in shape:
             raise self.fail(f"value of {name!r} is empty: a tensor needs at least one value", node)
@@ -446,11 +447,8 @@ def first_leaf(node: Node, bad) -> Node | None:
     return None
 
 
-def is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-NOT_NUMBERS = "values must be numbers"
+class NotNumbers(ValueError):
+    """A value: list holds something other than numbers (a string, a mapping, null, a bool)."""
 
 
 def nested_shape(value) -> tuple:
@@ -463,5 +461,5 @@ def nested_shape(value) -> tuple:
         shape.append(sizes.pop())
         level = [x for v in level for x in v]
     if any(isinstance(x, (list, dict, str)) or x is None or isinstance(x, bool) for x in level):
-        raise ValueError(NOT_NUMBERS)
+        raise NotNumbers("values must be numbers")
     return tuple(shape)
