@@ -12,11 +12,14 @@ from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operan
 
 
 def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2) -> str:
-    axis = axes(c.arg(dims_at, "dim"), c.ndim())
-    keep = c.arg(keep_at, "keepdim", False)
+    return reduced_over(op, c.args[0], axes(c.arg(dims_at, "dim"), c.ndim()), c.arg(keep_at, "keepdim", False))
+
+
+def reduced_over(op: str, x: str, axis, keep) -> str:
+    """op(x) over an axis text (None: every axis), keeping the reduced axes or not."""
     if axis is None and not keep:
-        return f"{op}({c.args[0]})"
-    return f"{op}({c.args[0]}, axis={axis}, keepdims={keep})"
+        return f"{op}({x})"
+    return f"{op}({x}, axis={axis}, keepdims={keep})"
 
 
 def unary(op):
@@ -207,16 +210,8 @@ def einsum(c):
 
 def var_mean(c, measure=variance):
     """(var or std, mean) over the same axes, as torch.var_mean and torch.std_mean."""
-    spread = measure(c)
-    if c.overload == "default":
-        dims, keep = None, False
-    else:
-        dims = c.arg(1, "dim")
-        keep = c.kwargs.get("keepdim", False) if c.overload == "correction" else c.arg(3, "keepdim", False)
-    axis = axes([dims] if isinstance(dims, int) else dims, c.ndim())
-    mean = f"mean({c.args[0]})" if axis is None and not keep else \
-        f"mean({c.args[0]}, axis={axis}, keepdims={bool(keep)})"
-    return spread, mean
+    dims, keep, _, _ = spread(c)
+    return measure(c), reduced_over("mean", c.args[0], axes(dims, c.ndim()), keep)
 
 
 def masked_fill(c):
