@@ -99,11 +99,10 @@ class Translator(Leaves):
         needed = ancestors(graph)
         write = stale_write(graph, needed)
         if write is not None:
-            what = f"aten.{target_name(write.target)}.{write.target._overloadname}"
-            raise self.fail(write, f"unsupported in-place write ({what}) into a tensor that is read again "
-                                   "through another name (its base, a view of it, a parameter), which export "
-                                   "leaves reading the old value; build the new value with torch.stack, "
-                                   "torch.cat or torch.where instead")
+            raise self.fail(write, f"unsupported in-place write ({aten_text(write.target)}) into a tensor that "
+                                   "is read again through another name (its base, a view of it, a parameter), "
+                                   "which export leaves reading the old value; build the new value with "
+                                   "torch.stack, torch.cat or torch.where instead")
         for node in graph.nodes:
             if node.op == "placeholder":
                 if node in bound:
@@ -117,8 +116,7 @@ class Translator(Leaves):
     def call(self, node):
         target = node.target
         if data_dependent(node):
-            what = f"aten.{target_name(target)}.{target._overloadname}" if hasattr(target, "_overloadname") \
-                else node.name
+            what = aten_text(target) if hasattr(target, "_overloadname") else node.name
             raise self.fail(node, f"unsupported data-dependent shape: the size of what {what} gives depends on tensor "
                                   "values (boolean-mask indexing, nonzero); keep the shape and mask instead, "
                                   "e.g. with torch.where or by multiplying by the mask")
@@ -142,7 +140,7 @@ class Translator(Leaves):
     def aten(self, node):
         packet = target_name(node.target)
         handler = OPS.get(packet) or (OPS.get(packet[:-1]) if in_place(packet) else None)
-        what = f"aten.{packet}.{node.target._overloadname}"
+        what = aten_text(node.target)
         if handler is None:
             raise self.fail(node, f"unsupported op {what}: gradflow has no equivalent "
                                   f"(`gradflow ops` lists what it has)")
@@ -368,6 +366,11 @@ def in_place(packet: str) -> bool:
 
 def target_name(target) -> str:
     return target._opname if hasattr(target, "_opname") else getattr(target, "__name__", str(target))
+
+
+def aten_text(target) -> str:
+    """How errors name an aten overload: 'aten.copy_.default'."""
+    return f"aten.{target_name(target)}.{target._overloadname}"
 
 
 def shape_of(value):
