@@ -464,6 +464,32 @@ def test_import_einsum_beyond_two_operands_or_with_a_diagonal_is_refused_at_its_
         assert "einsum" in str(e.value) and says in str(e.value)
 
 
+@pytest.mark.parametrize("code, says", [
+    ("a & b", "aten.__and__.Tensor beyond two boolean tensors"),
+    ("(a > 1) | b", "aten.__or__.Tensor beyond two boolean tensors"),
+    ("torch.logical_xor(a, b)", "aten.logical_xor.default beyond two boolean tensors"),
+    ("~a", "aten.bitwise_not.default of an integer tensor"),   # -a - 1, not a mask's not
+])
+def test_import_bit_ops_of_integer_tensors_are_refused_at_their_line(step_file, code, says):
+    path, line_of = step_file(f"""
+    class Bits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3))
+
+        def forward(self, a, b):
+            return {{"loss": (self.w * ({code})).sum()}}   # @here
+
+
+    def step():
+        return {{"module": Bits(), "inputs": (torch.tensor([1, 2, 3]), torch.tensor([3, 2, 1]))}}
+    """)
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(f"{path}:step")
+    assert str(e.value).startswith(f"{path}:{line_of('here')}:")
+    assert f"error: unsupported op {says}" in str(e.value)
+
+
 def test_import_cross_entropy_and_nll_with_smoothing_reductions_and_positions_give_torch_autograd_gradients(
         step_file, same_as_torch):
     path, _ = step_file("""
