@@ -20,8 +20,8 @@ import torch.utils.checkpoint
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 from gradflow.importers.torch.functions import TensorArg
-from gradflow.importers.torch.places import (USER_ERRORS, display, exit_call, frame_source, is_user_frame, stops,
-                                             user_source, user_source_in_traceback)
+from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, user_source,
+                                             users_failure)
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
 BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
@@ -186,16 +186,8 @@ def watching(recorder: Recorder):
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
     """(ExportedProgram, Recorder) of ``module(*inputs)`` in the training IR."""
     recorder = Recorder(boundary=sys._getframe())
-    try:
-        with watching(recorder):
-            program = torch.export.export(module, inputs, strict=False)
-    except ModelError:
-        raise
-    except USER_ERRORS as e:   # torch refused the user's code, or it exited: say where
-        if stops(e):
-            raise
-        at = user_source_in_traceback(e.__traceback__) or fallback
-        raise ModelError(export_message(e), display(at.path), at.line, at.col) from None
+    with users_failure(export_message, fallback), watching(recorder):   # torch refused the user's code, or it exited
+        program = torch.export.export(module, inputs, strict=False)
     return program, recorder
 
 

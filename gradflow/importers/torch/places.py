@@ -17,6 +17,7 @@ from itertools import islice
 
 import torch
 
+from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 
 # gradflow's own package: three folders up from gradflow/importers/torch/places.py
@@ -86,10 +87,22 @@ def display(path: str) -> str:
     return path if rel.startswith(os.pardir) else rel
 
 
-# What the user's code may raise that is its failure, not a stop of gradflow: any exception,
-# a BaseException of its own too (pytest.importorskip's Skipped). KeyboardInterrupt and
-# gradflow's own stops (Ctrl-C) pass: ``stops`` says which; SystemExit is answered apart.
-USER_ERRORS = (BaseException,)
+@contextmanager
+def users_failure(message, fallback: Source):
+    """Run the user's code: what it raises is its failure, one ModelError whose text is
+    ``message(error)``, at the innermost user frame of the traceback (else ``fallback``).
+    Any exception, a BaseException of its own too (pytest.importorskip's Skipped), or a
+    SystemExit; a ModelError of gradflow's passes, as do KeyboardInterrupt and gradflow's
+    own stops (Ctrl-C): ``stops`` says which."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except BaseException as e:
+        if stops(e):
+            raise
+        at = user_source_in_traceback(e.__traceback__) or fallback
+        raise ModelError(message(e), display(at.path), at.line, at.col) from None
 
 
 def stops(error: BaseException) -> bool:

@@ -19,8 +19,7 @@ import torch
 
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Source
-from gradflow.importers.torch.places import (USER_ERRORS, display, exit_call, raised, stops,
-                                             user_source_in_traceback)
+from gradflow.importers.torch.places import display, exit_call, raised, users_failure
 
 KEYS = ("module", "inputs", "wrt", "expect", "description")
 
@@ -63,14 +62,9 @@ def call_step(module, func: str, path: Path, file: str) -> Step:
                          source.line, source.col) from None
     except ValueError:  # no signature to read (a builtin): calling it will tell
         pass
-    try:
+    # A sys.exit is not the end of gradflow, nor of the other files being checked.
+    with users_failure(lambda e: f"{func}() {exit_call(e) if isinstance(e, SystemExit) else raised(e)}", source):
         returned = fn()
-    except SystemExit as e:  # not the end of gradflow, nor of the other files being checked
-        raise located(e, f"{func}() {exit_call(e)}", source) from None
-    except USER_ERRORS as e:   # the user's own code failed: point at their line
-        if stops(e):
-            raise
-        raise located(e, f"{func}() {raised(e)}", source) from None
     return check_returned(returned, func, source)
 
 
@@ -102,19 +96,16 @@ def run_file(path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise ModelError(f"syntax error: {e.msg}", display(os.path.abspath(e.filename or path)),
-                         e.lineno or 1, e.offset or 1) from None
-    except SystemExit as e:   # a script's argparse or sys.exit at import
-        raise located(e, f"importing {path} {exit_call(e)} (is the training run behind "
-                         "`if __name__ == '__main__':`?)", Source(str(path.resolve()), 1, 1)) from None
-    except USER_ERRORS as e:
-        if stops(e):
-            raise
-        raise located(e, f"importing {path} {raised(e)}",
-                      Source(str(path.resolve()), 1, 1)) from None
+    def message(e) -> str:
+        if isinstance(e, SystemExit):   # a script's argparse or sys.exit at import
+            return f"importing {path} {exit_call(e)} (is the training run behind `if __name__ == '__main__':`?)"
+        return f"importing {path} {raised(e)}"
+    with users_failure(message, Source(str(path.resolve()), 1, 1)):
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as e:
+            raise ModelError(f"syntax error: {e.msg}", display(os.path.abspath(e.filename or path)),
+                             e.lineno or 1, e.offset or 1) from None
     return module
 
 
@@ -126,12 +117,6 @@ def def_source(fn, path: Path) -> Source:
     code = getattr(fn, "__code__", None)
     file = code.co_filename if code is not None else str(path)
     return Source(os.path.abspath(file), line, 1)
-
-
-def located(error: BaseException, message: str, fallback: Source) -> ModelError:
-    """A ModelError at the innermost user frame of ``error``'s traceback (else ``fallback``)."""
-    at = user_source_in_traceback(error.__traceback__) or fallback
-    return ModelError(message, display(at.path), at.line, at.col)
 
 
 def check_returned(value, func: str, source: Source) -> Step:
