@@ -9,67 +9,18 @@ they cost time or memory, and every problem is a ModelError at FILE:LINE:COL.
 
 from __future__ import annotations
 
-import codecs
-import re
 from dataclasses import dataclass, field
 
 import yaml
-from yaml.constructor import SafeConstructor
-from yaml.resolver import Resolver
 
 from gradflow.errors import ModelError
+from gradflow.model.scalars import MAP_TAGS, SCALAR_TAGS, SEQ_TAGS, check_tag, scalar_value
+from gradflow.model.yamltext import MAX_CHARS, as_text, error_at, yaml_error
 
-MAX_CHARS = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 100_000
-# Python's own int-from-text limit; it also keeps base-60 ints ("1:2:3...") cheap.
-MAX_NUMBER_CHARS = 4300
-
 # libyaml emits the same events about four times faster.
 LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
-
-_STD = "tag:yaml.org,2002:"
-_NULL, _BOOL, _INT, _FLOAT, _STR = (_STD + t for t in ("null", "bool", "int", "float", "str"))
-_SCALAR_TAGS = frozenset({_STR, _NULL, _BOOL, _INT, _FLOAT})
-_MAP_TAGS = frozenset({_STD + "map"})
-_SEQ_TAGS = frozenset({_STD + "seq"})
-_ALLOWED_TAGS = _SCALAR_TAGS | _MAP_TAGS | _SEQ_TAGS
-_NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
-
-# The patterns below are compiled on first use (into re's cache), each only for text
-# that needs it: the first one alone takes most of a millisecond to compile.
-
-# The characters neither YAML reader accepts (the complement of YAML's printable set),
-# checked up front so the error has a place. Listed as they are, not as a negated
-# class over all of Unicode: that one takes milliseconds to compile at every start.
-_NOT_PRINTABLE = "[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x84\x86-\x9F\uD800-\uDFFF\uFFFE\uFFFF]"
-_NOT_ALLOWED = "is not allowed in YAML"
-
-_OPENED = r"while (?:parsing|scanning) an? (.+)"
-
-# Floats with an exponent but no dot, or an unsigned exponent (1e-3, 2.5e3): numbers to YAML
-# 1.2, JSON and Python, text to YAML 1.1's resolver, whose float needs both. Read as floats.
-_EXPONENT = r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+"
-
-# YAML counts these as line breaks and editors do not: every line number after one would be off.
-_ODD_BREAKS = "[\x85\u2028\u2029]"
-# Bidirectional embeddings, overrides and isolates make code display in another order than
-# it is read ("trojan source"); refused anywhere in the file, as rustc refuses them.
-_BIDI = "[\u202a-\u202e\u2066-\u2069]"
-# Each pattern with what its character is; only the first can match ASCII text, the usual
-# case, which is checked for the ASCII part of that class alone (quick to compile).
-_TEXT_CHECKS = ((_NOT_PRINTABLE, _NOT_ALLOWED),
-                (_ODD_BREAKS, "is a line break to YAML but not to editors; remove it"),
-                (_BIDI, "changes the direction of the text around it, so the file reads "
-                        "differently from how it displays; remove it"))
-_ASCII_CHECKS = (("[\x00-\x08\x0B\x0C\x0E-\x1F\x7F]", _NOT_ALLOWED),)
-
-_RESOLVER = Resolver()
-_IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
-_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,30})")
-_CONSTRUCTOR = SafeConstructor()
-_CONVERTERS = {tag: getattr(_CONSTRUCTOR, "construct_yaml_" + tag[len(_STD):])
-               for tag in (_NULL, _BOOL, _INT, _FLOAT)}
 
 _EMPTY = "empty model file: expected a mapping with 'gradflow: 1'"
 _KINDS = {list: "a sequence", str: "a string", bool: "a boolean", int: "an integer",
@@ -96,7 +47,7 @@ class Node:
 
 def parse_yaml(text: str | bytes, path: str) -> Node:
     """Parse one model file (a single YAML document whose root is a mapping)."""
-    text = _as_text(text, path)
+    text = as_text(text, path)
     try:
         parser = LOADER(text)
         try:
@@ -107,7 +58,7 @@ def parse_yaml(text: str | bytes, path: str) -> Node:
     except yaml.YAMLError as exc:
         if "maximum nesting depth" in str(exc) and isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark:
             _refuse_depth(text, path, exc.problem_mark)
-        raise _yaml_error(exc, path, text) from exc
+        raise yaml_error(exc, path, text) from exc
     return builder.finish()
 
 
@@ -137,106 +88,6 @@ def _is_plain(event) -> bool:
 
 def _unclosed(text: str) -> int:
     return text.count("(") + text.count("[") - text.count(")") - text.count("]")
-
-
-def _as_text(data: str | bytes, path: str) -> str:
-    if len(data) > MAX_CHARS:
-        raise ModelError("model file is larger than 16 MiB", path, 1, 1)
-    if isinstance(data, (bytes, bytearray)):
-        data = _decode_utf8(bytes(data), path)
-    if "\r" in data:   # YAML reads CR and CRLF as line breaks; the places found below count "\n"
-        data = data.replace("\r\n", "\n").replace("\r", "\n")
-    for pattern, why in _TEXT_CHECKS if not data.isascii() else _ASCII_CHECKS:
-        bad = re.search(pattern, data)
-        if bad:
-            index = bad.start()
-            raise ModelError(f"character U+{ord(bad.group()):04X} {why}", path,
-                             data.count("\n", 0, index) + 1, index - data.rfind("\n", 0, index))
-    return data
-
-
-def _decode_utf8(data: bytes, path: str) -> str:
-    data = data.removeprefix(codecs.BOM_UTF8)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if data.startswith((b"PK\x03\x04", b"\x93NUMPY")):   # what a model is mistaken for most
-            raise ModelError("this is a numpy or torch.save archive, not a model file: a model is YAML "
-                             "(weights are given with --weights FILE.npz)", path, 1, 1) from None
-        start = exc.start
-        line = data.count(b"\n", 0, start) + 1
-        # Everything before the first bad byte decodes, so the column counts characters.
-        col = len(data[data.rfind(b"\n", 0, start) + 1:start].decode("utf-8")) + 1
-        raise ModelError(f"file is not valid UTF-8 (byte 0x{data[start]:02x})",
-                         path, line, col) from None
-
-
-def _yaml_error(exc: yaml.YAMLError, path: str, text: str = "") -> ModelError:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context
-        if mark is not None and problem:
-            return _error(f"invalid YAML: {problem}{_yaml_hint(exc, mark, text)}", path, mark)
-    return ModelError("invalid YAML: " + " ".join(str(exc).split()), path, 1, 1)
-
-
-def _yaml_hint(exc, mark, text: str) -> str:
-    """What the parser's own words leave out: a tab, or where the unclosed part began."""
-    lines = text.split("\n")
-    line = lines[mark.line] if mark.line < len(lines) else ""
-    if line[mark.column:mark.column + 1] == "\t":
-        return " (a tab: YAML is indented with spaces)"
-    start, opened = exc.context_mark, re.match(_OPENED, exc.context or "")
-    if opened and start is not None and exc.problem and start.line != mark.line:
-        return f" (in the {opened.group(1)} that starts at line {start.line + 1}, column {start.column + 1})"
-    return ""
-
-
-def _error(message: str, path: str, mark) -> ModelError:
-    return ModelError(message, path, mark.line + 1, mark.column + 1)
-
-
-def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_STD):] if tag.startswith(_STD) else tag
-
-
-def _check_tag(event, allowed: frozenset, kind: str, path: str) -> None:
-    tag = event.tag
-    if tag is None or tag == "!" or tag in allowed:
-        return
-    problem = f"cannot be used on a {kind}" if tag in _ALLOWED_TAGS else "is not allowed"
-    raise _error(f"tag '{_short_tag(tag)}' {problem}", path, event.start_mark)
-
-
-def _scalar_value(event, path: str) -> object:
-    """Convert like SafeLoader for null/bool/int/float; all else stays text."""
-    text, tag = event.value, event.tag
-    if tag is None or tag == "!":
-        # Quoted text, or a first character no implicit type starts with: a string.
-        if not event.implicit[0] or (text and text[0] not in _IMPLICIT_FIRST):
-            return text
-        if _DECIMAL.fullmatch(text):  # the common case, several times faster than below
-            return int(text)
-        tag = _RESOLVER.resolve(yaml.ScalarNode, text, event.implicit)
-        if tag == _STR and ("e" in text or "E" in text) and re.fullmatch(_EXPONENT, text):
-            tag = _FLOAT
-    convert = _CONVERTERS.get(tag)
-    if convert is None:
-        return text  # str, and implicit timestamps etc., which gradflow keeps as text
-    if tag in (_INT, _FLOAT) and len(text) > MAX_NUMBER_CHARS:
-        raise _error(f"number too long ({len(text)} characters)", path, event.start_mark)
-    # The null constructor accepts any text; an explicit !!null must still look like one.
-    if tag == _NULL and text not in _NULL_WORDS:
-        raise _error(f"'{_clip(text)}' is not a valid !!null", path, event.start_mark)
-    try:
-        return convert(yaml.ScalarNode(tag, text))
-    except (ValueError, KeyError, IndexError):
-        raise _error(f"'{_clip(text)}' is not a valid {_short_tag(tag)}", path,
-                     event.start_mark) from None
-
-
-def _clip(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class _Frame:
@@ -285,7 +136,7 @@ class _TreeBuilder:
 
     def _document_start(self, event) -> None:
         if self.documents:
-            raise _error("more than one YAML document (a model file holds exactly one)",
+            raise error_at("more than one YAML document (a model file holds exactly one)",
                          self.path, event.start_mark)
 
     def _document_end(self, event) -> None:
@@ -300,7 +151,7 @@ class _TreeBuilder:
 
     def _scalar(self, event) -> None:
         if event.tag is not None:
-            _check_tag(event, _SCALAR_TAGS, "scalar", self.path)
+            check_tag(event, SCALAR_TAGS, "scalar", self.path)
         top = self.stack[-1] if self.stack else None
         is_key = top is not None and top.keys is not None and top.key is None
         if is_key:
@@ -310,7 +161,7 @@ class _TreeBuilder:
         elif top is not None and top.flow and _is_plain(event) and _unclosed(event.value) > 0:
             event = self._rejoined(event, top.keys is not None)
         mark = event.start_mark
-        value = _scalar_value(event, self.path)
+        value = scalar_value(event, self.path)
         if type(value) is str:
             node = Node(value, mark.line + 1, mark.column + 1, event.style or None, chars=len(value),
                         raw=self._raw(event))
@@ -371,10 +222,10 @@ class _TreeBuilder:
         key, top, mark = event.value, self.stack[-1], event.start_mark
         # A plain "<<" is YAML 1.1's merge key; a quoted one is an ordinary string.
         if key == "<<" and not event.style and event.tag is None:
-            raise _error("merge keys are not supported", self.path, mark)
+            raise error_at("merge keys are not supported", self.path, mark)
         first = top.keys.get(key)
         if first is not None:
-            raise _error(f"duplicate key '{key}' (first defined at line {first[0]})",
+            raise error_at(f"duplicate key '{key}' (first defined at line {first[0]})",
                          self.path, mark)
         top.keys[key] = (mark.line + 1, mark.column + 1)
         top.key = key
@@ -382,31 +233,31 @@ class _TreeBuilder:
     def _alias(self, event) -> None:
         name = event.anchor
         if self._expects_key():
-            raise _error("an alias cannot be a mapping key", self.path, event.start_mark)
+            raise error_at("an alias cannot be a mapping key", self.path, event.start_mark)
         if name not in self.anchors:
             problem = ("refers to a node that contains it" if name in self.open_anchors
                        else "is not defined")
-            raise _error(f"alias '*{name}' {problem}", self.path, event.start_mark)
+            raise error_at(f"alias '*{name}' {problem}", self.path, event.start_mark)
         node, height = self.anchors[name]
         self._count(node.size, event, alias=True)
         self.copied += node.chars
         if self.copied > MAX_CHARS:   # one long expression repeated: few nodes, megabytes of text
-            raise _error(f"document too large after expanding aliases (more than {MAX_CHARS // 2 ** 20} "
+            raise error_at(f"document too large after expanding aliases (more than {MAX_CHARS // 2 ** 20} "
                          "MiB of text)", self.path, event.start_mark)
         if len(self.stack) + height > MAX_DEPTH:
-            raise _error(f"nesting deeper than {MAX_DEPTH} levels after expanding "
+            raise error_at(f"nesting deeper than {MAX_DEPTH} levels after expanding "
                          f"alias '*{name}'", self.path, event.start_mark)
         self._attach(node, height)
 
     def _open(self, event) -> None:
         is_map = isinstance(event, yaml.MappingStartEvent)
         kind = "mapping" if is_map else "sequence"
-        _check_tag(event, _MAP_TAGS if is_map else _SEQ_TAGS, kind, self.path)
+        check_tag(event, MAP_TAGS if is_map else SEQ_TAGS, kind, self.path)
         if self._expects_key():
-            raise _error(f"a mapping key must be a scalar, not a {kind}", self.path,
+            raise error_at(f"a mapping key must be a scalar, not a {kind}", self.path,
                          event.start_mark)
         if len(self.stack) >= MAX_DEPTH:
-            raise _error(f"nesting deeper than {MAX_DEPTH} levels", self.path,
+            raise error_at(f"nesting deeper than {MAX_DEPTH} levels", self.path,
                          event.start_mark)
         self._count(1, event, alias=False)
         if event.anchor is not None:
@@ -428,7 +279,7 @@ class _TreeBuilder:
         done = self.anchors.get(anchor)
         first = done[0].line if done else self.open_anchors.get(anchor)
         if first is not None:
-            raise _error(f"duplicate anchor '&{anchor}' (first defined at line {first})",
+            raise error_at(f"duplicate anchor '&{anchor}' (first defined at line {first})",
                          self.path, mark)
 
     def _expects_key(self) -> bool:
@@ -440,7 +291,7 @@ class _TreeBuilder:
         if self.total > MAX_NODES:
             message = ("document too large after expanding aliases (billion laughs?)"
                        if alias else f"document too large (more than {MAX_NODES} nodes)")
-            raise _error(message, self.path, event.start_mark)
+            raise error_at(message, self.path, event.start_mark)
 
     def _attach(self, node: Node, height: int) -> None:
         if not self.stack:

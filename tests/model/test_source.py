@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gradflow.errors import ModelError
-from gradflow.model import source
+from gradflow.model import source, yamltext
 from gradflow.model.source import MAX_CHARS, Node, parse_yaml
 
 LOADERS = [
@@ -461,11 +461,11 @@ def test_rejoin_calls_leaves_a_real_key_alone():
 def test_only_the_first_text_check_can_match_ascii():
     """What lets ASCII text skip the others, and take the first for its ASCII part alone."""
     ascii_chars = [chr(c) for c in range(128)]
-    refused = [c for c in ascii_chars if re.search(source._TEXT_CHECKS[0][0], c)]
-    assert refused == [c for c in ascii_chars if re.search(source._ASCII_CHECKS[0][0], c)]
+    refused = [c for c in ascii_chars if re.search(yamltext._TEXT_CHECKS[0][0], c)]
+    assert refused == [c for c in ascii_chars if re.search(yamltext._ASCII_CHECKS[0][0], c)]
     assert "\x00" in refused and "\x7f" in refused and "\t" not in refused and "\n" not in refused
-    assert source._ASCII_CHECKS[0][1] == source._TEXT_CHECKS[0][1]
-    assert not any(re.search(pattern, "".join(ascii_chars)) for pattern, _ in source._TEXT_CHECKS[1:])
+    assert yamltext._ASCII_CHECKS[0][1] == yamltext._TEXT_CHECKS[0][1]
+    assert not any(re.search(pattern, "".join(ascii_chars)) for pattern, _ in yamltext._TEXT_CHECKS[1:])
 
 
 class ScansAheadToALimit(yaml.SafeLoader):
