@@ -462,7 +462,7 @@ def test_cli_refusal_is_one_located_line_and_exit_2(step_file, source, func, mar
 
 
 def test_import_in_place_ops_get_valid_entry_names(step_file):
-    from gradflow.model.load import is_name
+    from gradflow.model.reader import is_name
     path, _ = step_file("""
     class InPlace(nn.Module):
         def __init__(self):

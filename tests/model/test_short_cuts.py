@@ -18,7 +18,7 @@ from gradflow.engine import OPS, Tape
 from gradflow.engine import tape as tape_module
 from gradflow.engine.shapes import broadcast_shape
 from gradflow.errors import ModelError, ShapeError
-from gradflow.model import evaluate, load
+from gradflow.model import evaluate, reader
 from gradflow.model.build import Builder
 from tests.model.test_replay import described
 
@@ -136,5 +136,5 @@ NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*\Z"   # dotte
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet=st.sampled_from("aZ_09.é- "), max_size=6) | st.sampled_from(NAMED))
 def test_a_name_is_what_the_pattern_says(text):
-    # The loader reads names without a pattern (load.is_name).
-    assert load.is_name(text) == (re.match(NAME, text) is not None)
+    # The loader reads names without a pattern (reader.is_name).
+    assert reader.is_name(text) == (re.match(NAME, text) is not None)
