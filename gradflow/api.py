@@ -10,7 +10,8 @@ from gradflow.analysis.report import Report
 from gradflow.analysis.settings import Settings, SettingsError, settings_for
 from gradflow.errors import ModelError
 from gradflow.importers import is_python_target
-from gradflow.model.build import Model, build
+from gradflow.model.build import build
+from gradflow.model.built import Model
 from gradflow.model.load import load_spec
 
 
