@@ -5,7 +5,8 @@ them for small parameters) are nudged by +eps and -eps and the forward pass is
 run again. The outputs of stop-gradients and of non-differentiable ops are held
 at their values during those runs: that is the function the tape differentiates
 (a straight-through estimator is not the derivative of its forward value, and is
-not meant to be). A pair whose gradient passes grad_scale or grad_reverse on its
+not meant to be). A pair whose gradient passes grad_scale, grad_reverse or an
+embedding with padding_idx (whose row is read but not trained, as torch's) on its
 way to the parameter is skipped, with that reason: its tape gradient is
 deliberately not a derivative. Every other pair of the same loss is compared.
 A model whose gradients disagree has an op rule gradflow gets wrong, or sits on
@@ -82,11 +83,15 @@ def check_pairs(model, eps, rtol, atol, samples, seed) -> list:
 
 def rescaled_params(model, grads: list, loss) -> dict:
     """Tape index of each parameter whose gradient passes a rescaling op (grad_scale,
-    grad_reverse) -> that op's name: the nodes upstream of one that gradient reached."""
+    grad_reverse, embedding with padding_idx) -> that op's name: the nodes upstream of one
+    that gradient reached."""
     found = {}
     for node in reversed(model.tape.nodes[:loss.index + 1]):
-        if node.op is None or node.op.derivative or grads[node.index] is None:
+        if node.op is None or node.op.derives(node.attrs) or grads[node.index] is None:
             continue
+        # an op that is a derivative but for some attributes (embedding's padding_idx) says which
+        what = node.op.name if not callable(node.op.derivative) else \
+            f"{node.op.name}({', '.join(f'{k}={v!r}' for k, v in node.attrs.items())})"
         stack, seen = list(node.parents), set()
         while stack:
             current = stack.pop()
@@ -94,7 +99,7 @@ def rescaled_params(model, grads: list, loss) -> dict:
                 continue
             seen.add(current.index)
             if current.op is None:
-                found.setdefault(current.index, node.op.name)
+                found.setdefault(current.index, what)
             stack.extend(current.parents)
     return found
 

@@ -41,14 +41,17 @@ def silu_vjp(g, ans, x):
 
 
 # ---------------------------------------------------------------- embedding
-def embedding(idx, weight):
+def embedding(idx, weight, padding_idx=None):
     check_indices(idx, weight.shape[0])
     return weight[idx]
 
 
-def embedding_vjp(g, ans, idx, weight):
+def embedding_vjp(g, ans, idx, weight, padding_idx=None):
     out = np.zeros(weight.shape, dtype=g.dtype)
     np.add.at(out, idx, g)
+    if padding_idx is not None:
+        # torch's padding_idx: that row's value is read as it is, but it is never trained
+        out[padding_idx] = 0
     return out
 
 

@@ -76,7 +76,7 @@ class Op:
     out: str = "promote"             # output dtype: promote | float | int | first
     int_inputs: tuple[int, ...] = ()  # inputs that must be integer tensors
     seeded: bool = False             # takes a `seed` attribute that a model gives each call its own of
-    derivative: bool = True          # False: the rule deliberately is not the forward's derivative
+    derivative: bool | Callable = True  # False, or attrs -> False: the rule is deliberately not the derivative
     gains: tuple[int, ...] = ()      # inputs that scale the output (layer_norm's gamma): ones by default
     scratch: Callable | None = None  # scratch(out_shape, *input_shapes, **attrs): elements of its largest temporary
     reads: tuple[str, ...] = ("ans", "inputs")   # the values its rules read; a value no rule reads need not be held
@@ -130,6 +130,10 @@ class Op:
             return self.vjps
         rule, memo = self.vjps[0], {}
         return tuple(None if rule is None else functools.partial(rule, index=k, memo=memo) for k in range(n_inputs))
+
+    def derives(self, attrs: dict) -> bool:
+        """Are the rules the forward's derivative, with these attributes?"""
+        return self.derivative(attrs) if callable(self.derivative) else self.derivative
 
     def has_rule(self, k: int) -> bool:
         """Does input ``k`` have a gradient rule? (``vjps_for`` without building a variadic
@@ -370,8 +374,9 @@ defop("linear", inputs=("x", "w", "b"), forward=linear,
       vjps=(lambda g, ans, x, w, b: np.matmul(g, w), linear_vjp_w, lambda g, ans, x, w, b: g),
       shape=linear_shape, doc="x @ w.T + b, with PyTorch's weight layout: w [out, in], b [out]", **_NN)
 defop("embedding", inputs=("idx", "weight"), forward=embedding, vjps=(None, embedding_vjp), shape=embedding_shape,
-      doc="rows of weight [rows, dim] at integer indices idx (an index out of range is an error)",
-      int_inputs=(0,), **_NN)
+      doc="rows of weight [rows, dim] at integer indices idx (an index out of range is an error); "
+          "the row padding_idx is read but gets no gradient, as PyTorch's",
+      attrs={"padding_idx": None}, int_inputs=(0,), derivative=lambda attrs: attrs["padding_idx"] is None, **_NN)
 defop("batch_norm", inputs=("x", "gamma", "beta"), forward=batch_norm,
       vjps=(batch_norm_vjp_x, batch_norm_vjp_gamma, batch_norm_vjp_beta), shape=batch_norm_shape,
       doc="training-mode batch norm of x [N, C, ...]: statistics over every axis but 1 (biased "

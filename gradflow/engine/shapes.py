@@ -317,9 +317,12 @@ def window_scratch(out, x, w=None, kernel=None, **attrs) -> int:
 
 
 # ---------------------------------------------------------------- ops of imported models
-def embedding_shape(idx, weight):
+def embedding_shape(idx, weight, padding_idx=None):
     if len(weight) != 2:
         raise ShapeError(f"embedding of {fmt(idx)} in weight {fmt(weight)}: weight must be [rows, dim]")
+    if padding_idx is not None and not (is_int(padding_idx) and -weight[0] <= padding_idx < weight[0]):
+        raise ShapeError(f"embedding's padding_idx must be a row of weight {fmt(weight)} "
+                         f"(-{weight[0]} to {weight[0] - 1}), got {padding_idx!r}")
     return tuple(idx) + weight[1:]
 
 

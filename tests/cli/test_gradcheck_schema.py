@@ -56,6 +56,24 @@ def test_gradcheck_skips_losses_through_grad_scale(write_model):
     assert check.skipped.startswith("grad_scale") and check.ok
 
 
+def test_gradcheck_skips_an_embedding_with_padding_idx_and_compares_one_without(write_model):
+    # the padding row is read but not trained, as torch's: its finite difference is not the gradient
+    path = write_model("""
+        gradflow: 1
+        inputs:
+          idx: {value: [0, 1, 0, 2], dtype: int}
+        params:
+          padded: {shape: [3, 2]}
+          plain: {shape: [3, 2]}
+        graph:
+          loss: sum(square(embedding(idx, padded, padding_idx=0))) + sum(square(embedding(idx, plain)))
+        losses: [loss]
+    """)
+    checks = {c.param: c for c in gradcheck(gradflow.load(path))}
+    assert checks["padded"].skipped == "embedding(padding_idx=0) on the way: its gradient is not a derivative"
+    assert not checks["plain"].skipped and checks["plain"].entries == 6 and checks["plain"].ok
+
+
 def test_gradcheck_that_skipped_every_pair_does_not_pass(write_model):
     path = write_model("""
         gradflow: 1

@@ -16,6 +16,7 @@ from gradflow.engine import OPS, Tape
 from gradflow.engine.ops import REQUIRED
 from gradflow.engine.tape import pass_on
 from gradflow.engine.tensor import fit
+from gradflow.errors import ShapeError
 
 SHAPES = [(), (4,), (3, 4), (1, 4)]
 
@@ -228,7 +229,8 @@ CASES: dict[str, list[Case]] = {
     "linear": [Case("2d", normal((3, 4), (2, 4), (2,))), Case("batched", normal((2, 3, 4), (5, 4), (5,))),
                Case("vector", normal((4,), (2, 4), (2,)))],
     "embedding": [Case("1d", args(I(3, high=5), N(5, 4))), Case("2d", args(I(2, 3, high=5), N(5, 2))),
-                  Case("repeated", lambda rng: [np.array([1, 1, 3]), rng.normal(size=(4, 3))])],
+                  Case("repeated", lambda rng: [np.array([1, 1, 3]), rng.normal(size=(4, 3))]),
+                  Case("padding-unread", args(I(2, 3, high=4), N(5, 2)), {"padding_idx": 4})],
     "batch_norm": [Case("2d", normal((5, 3), (3,), (3,))), Case("4d", normal((2, 3, 2, 2), (3,), (3,))),
                    Case("batch-of-one", normal((1, 3, 4), (3,), (3,))),
                    Case("eps", normal((4, 2), (2,), (2,)), {"eps": 1e-3})],
@@ -335,6 +337,28 @@ def test_op_shape_rule_matches_forward(name, case):
                            **case.attrs)
     assert lazy.shape == eager.shape
     assert lazy.dtype == eager.dtype
+
+
+def test_embedding_padding_row_is_read_but_gets_no_gradient():
+    """torch's padding_idx: its row's gradient is zero, the finite difference is not (so no table row)."""
+    rng = np.random.default_rng(0)
+    idx, table = np.array([[0, 2], [2, 0]]), rng.normal(size=(3, 4))
+    weights = rng.normal(size=(2, 2, 4))
+    for pad, row in ((0, 0), (-1, 2)):
+        tape, (_, w), loss = scalar_of("embedding", [idx, table], {"padding_idx": pad}, weights)
+        np.testing.assert_array_equal(eager_output("embedding", [idx, table], {"padding_idx": pad}).value, table[idx])
+        expected = finite_difference("embedding", [idx, table], {}, weights, 1)
+        assert expected[row].any()
+        expected[row] = 0
+        np.testing.assert_allclose(tape.backward(loss)[w.index], expected, rtol=1e-5, atol=1e-6)
+        assert not OPS["embedding"].derives({"padding_idx": pad}) and OPS["embedding"].derives({"padding_idx": None})
+
+
+@pytest.mark.parametrize("pad", [3, -4, 1.0, True])
+def test_embedding_padding_idx_must_be_a_row_of_weight(pad):
+    tape = Tape(eager=False)
+    with pytest.raises(ShapeError, match="padding_idx must be a row of weight"):
+        tape.apply("embedding", tape.leaf(shape=(2,), dtype=np.int64), tape.leaf(shape=(3, 4)), padding_idx=pad)
 
 
 def test_every_op_has_a_gradient_test_row():

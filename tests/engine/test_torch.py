@@ -87,7 +87,7 @@ TORCH = {
     "gelu": lambda x, approximate="tanh": F.gelu(x, approximate=approximate),
     "silu": F.silu,
     "linear": F.linear,
-    "embedding": lambda idx, weight: F.embedding(idx, weight),
+    "embedding": lambda idx, weight, padding_idx=None: F.embedding(idx, weight, padding_idx=padding_idx),
     "batch_norm": lambda x, gamma, beta, eps=1e-5: F.batch_norm(x, None, None, gamma, beta, training=True, eps=eps),
     "scaled_dot_product_attention": lambda q, k, v, is_causal=False, scale=None:
         F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale),
@@ -284,6 +284,20 @@ def test_cosine_similarity_where_the_norm_is_clamped_matches_torch():
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
     for mine, other in zip(our_grads, their_grads):
         np.testing.assert_allclose(mine, other, rtol=1e-9)
+
+
+def test_embedding_padding_row_matches_torch():
+    """torch reads the padding row but gives it no gradient: not the forward's derivative
+    (so no finite-difference row), and gradflow follows it."""
+    rng = np.random.default_rng(1)
+    idx, table = np.array([[0, 3, 3], [1, 0, 3]]), rng.normal(size=(4, 2))
+    weights = rng.normal(size=(2, 3, 2))
+    for pad in (0, 3, -1):
+        ours, our_grads = tape_run("embedding", [idx, table], {"padding_idx": pad}, weights)
+        theirs, their_grads = torch_run("embedding", [idx, table], {"padding_idx": pad}, weights)
+        np.testing.assert_array_equal(ours, theirs)
+        assert not their_grads[1][pad].any()
+        np.testing.assert_allclose(our_grads[1], their_grads[1], rtol=1e-12, atol=0)
 
 
 def test_gelu_exact_matches_torch_in_the_tails():

@@ -9,6 +9,7 @@ pytestmark = pytest.mark.torch
 
 import gradflow  # noqa: E402
 import numpy as np  # noqa: E402
+from gradflow.importers import import_python  # noqa: E402
 
 ZOO = """
 class Zoo(nn.Module):
@@ -590,6 +591,36 @@ def test_import_norms_without_affine_group_norm_and_padding_rows_give_torch_auto
     """)
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert report.status("emb.weight", "only_pad") == "zero"
+    same_as_torch(report, path, "step")
+
+
+def test_import_padding_idx_is_embeddings_own_argument_not_a_stop_the_user_wrote(step_file, same_as_torch):
+    path, line_of = step_file("""
+    class Padded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 4, padding_idx=0)
+            self.table = nn.Parameter(torch.randn(6, 4))
+
+        def forward(self, tokens):
+            e = self.emb(tokens)                                # @module
+            f = F.embedding(tokens, self.table, padding_idx=-2)   # @function
+            return {"loss": (e * f).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Padded(), "inputs": (torch.tensor([[0, 1, 4], [4, 0, 2]]),)}
+    """)
+    lines = {line.source.line: line.expr for line in import_python(f"{path}:step").graph}
+    assert (lines[line_of("module")], lines[line_of("function")]) == (
+        "embedding(tokens, emb.weight, padding_idx=0)", "embedding(tokens, table, padding_idx=4)")
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.stops == []       # no stop_gradient the user never wrote, no implicit equal at its line
+    for name in ("emb.weight", "table"):
+        pair = report.pair(name, "loss")
+        assert (pair.status, pair.partially_cut_by, pair.counterfactual_norm) == ("flows", [], pair.norm)
+    assert not report.grad("emb.weight", "loss")[0].any()
     same_as_torch(report, path, "step")
 
 

@@ -124,12 +124,8 @@ def group_norm(c):
 def embedding(c):
     if c.arg(3, "scale_grad_by_freq", False):
         raise Unsupported("with scale_grad_by_freq=True (its gradient is divided by how often each index occurs)")
-    expr = f"embedding({c.args[1]}, {c.args[0]})"
-    pad = c.arg(2, "padding_idx", -1)
-    if pad == -1:
-        return expr
-    # the padding row's value as it is, but no gradient reaches it (torch's padding_idx)
-    return f"where(expand_dims(equal({c.args[1]}, {pad}), -1), stop_gradient({expr}), {expr})"
+    pad = c.arg(2, "padding_idx", -1)   # aten's -1: none (nn.Embedding and F.embedding count a negative from the end)
+    return f"embedding({c.args[1]}, {c.args[0]}{'' if pad == -1 else f', padding_idx={pad}'})"
 
 
 def attention(c):
