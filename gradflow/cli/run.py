@@ -208,12 +208,10 @@ def render_report(report, fmt: str, no_color: bool, **view) -> None:
 
 
 def render_check(results, fmt: str, no_color: bool) -> None:
-    from gradflow.cli.render import FORMATS
-    said = set()   # a bad pyproject.toml makes every model below it invalid: said once
-    for r in results:
+    from gradflow.cli.render import FORMATS, first_errors
+    for r, first in first_errors(results):
         print_warnings(r.warnings)
-        if r.error is not None and str(r.error) not in said:   # an invalid model: one located line on stderr
-            said.add(str(r.error))
+        if first:   # an invalid model: one located line on stderr
             click.echo(shown(r.error), err=True)
     FORMATS[fmt].render_check(results, no_color)
 

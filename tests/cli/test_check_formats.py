@@ -207,3 +207,14 @@ def test_every_command_takes_the_group_flags_after_it(command):
     for flag in ("--no-color", "--debug"):
         result = run(*command, flag)
         assert "No such option" not in result.output and result.output == run(flag, *command).output
+
+
+def test_first_errors_says_each_distinct_error_once_at_the_first_result_that_has_it():
+    from gradflow.cli.render import first_errors
+    from gradflow.cli.run import Result
+    from gradflow.errors import ModelError
+    spoilt = [Result(f"m{k}.yaml", error=ModelError("vanishing must be positive", "pyproject.toml", 2, 1))
+              for k in range(3)]
+    own = Result("n.yaml", error=ModelError("unknown op 'relux'", "n.yaml", 4, 7))
+    results = [spoilt[0], Result("ok.yaml"), spoilt[1], own, spoilt[2]]
+    assert [first for _, first in first_errors(results)] == [True, False, False, True, False]

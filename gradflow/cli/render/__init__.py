@@ -1,5 +1,6 @@
 """One module per output format; each has render_report(report, no_color) and/or
-render_check(results, no_color). Imported on demand so JSON output never loads rich."""
+render_check(results, no_color). Imported on demand so JSON output never loads rich.
+Also what `check`'s renderers share: which invalid models' errors are said."""
 
 from __future__ import annotations
 
@@ -18,3 +19,15 @@ class _Formats:
 
 
 FORMATS = _Formats()
+
+
+def first_errors(results):
+    """Each result, and whether its error is said: once per distinct error, at the first
+    result that has it (a bad pyproject.toml makes every model below it invalid with the
+    same error, which is one line on stderr and one annotation, not one per model)."""
+    said = set()
+    for r in results:
+        first = r.error is not None and str(r.error) not in said
+        if first:
+            said.add(str(r.error))
+        yield r, first

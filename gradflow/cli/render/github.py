@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gradflow.cli.escape import shown
+from gradflow.cli.render import first_errors
 
 
 def escape(text: str, prop: bool = False) -> str:
@@ -13,15 +14,13 @@ def escape(text: str, prop: bool = False) -> str:
 
 
 def render_check(results, no_color: bool) -> None:
-    said = set()   # one annotation for one line, however many models an error made invalid
-    for r in results:
+    for r, first in first_errors(results):
         for w in r.warnings:   # of the inputs (--weights), annotated where they point
             at = f",line={w.line},col={w.col}" if w.line else ""
             click.echo(f"::warning file={escape(w.path, True)}{at},title=input::{escape(w.message)}")
         if r.error is not None:
             e = r.error
-            if str(e) not in said:
-                said.add(str(e))
+            if first:
                 click.echo(f"::error file={escape(e.path, True)},line={e.line},col={e.col},"
                            f"title=invalid model::{escape(e.message)}")
             continue
