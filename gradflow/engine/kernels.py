@@ -216,15 +216,23 @@ def check_indices(idx, size: int, what: str = "index", negative: bool = False):
     return idx
 
 
-def cross_entropy(logits, labels):
+def cross_entropy(logits, labels, ignore_index=None):
+    if ignore_index is not None:   # PyTorch's: those rows count for nothing, the mean is over the rest
+        kept = labels != ignore_index
+        logits, labels = logits[kept], labels[kept]
+        if not len(labels):
+            return np.full((), np.nan, logits.dtype)   # every label ignored: 0 / 0, as PyTorch's
     check_indices(labels, logits.shape[1], "label")
     return -np.mean(np.take_along_axis(log_softmax(logits), labels[:, None], axis=1))
 
 
-def cross_entropy_vjp(g, ans, logits, labels):
+def cross_entropy_vjp(g, ans, logits, labels, ignore_index=None):
     p = softmax(logits)
-    p[np.arange(len(labels)), labels] -= 1
-    return p * (g / max(len(labels), 1))
+    kept = np.arange(len(labels)) if ignore_index is None else np.flatnonzero(labels != ignore_index)
+    if ignore_index is not None:
+        p[labels == ignore_index] = 0   # an ignored row gets no gradient, all ignored none at all
+    p[kept, labels[kept]] -= 1
+    return p * (g / max(len(kept), 1))
 
 
 def clamped_log(p):

@@ -339,8 +339,9 @@ defop("layer_norm", inputs=("x", "gamma", "beta"),
       shape=layer_norm_shape, doc="normalise the last axis (eps=1e-5), then scale by gamma, shift by beta",
       attrs={"eps": 1e-5}, gains=(1,), **_NN)
 defop("cross_entropy", inputs=("logits", "labels"), forward=cross_entropy, vjps=(cross_entropy_vjp, None),
-      shape=cross_entropy_shape, doc="mean over N of -log softmax(logits)[label]; logits [N, C], labels [N]",
-      int_inputs=(1,), **_NN)
+      shape=cross_entropy_shape, doc="mean over N of -log softmax(logits)[label]; logits [N, C], labels [N]; "
+      "rows labelled ignore_index count for nothing (every row: NaN, no gradient), as PyTorch's",
+      attrs={"ignore_index": None}, int_inputs=(1,), **_NN)
 defop("mse", inputs=("a", "b"), forward=lambda a, b: np.mean(np.square(a - b)),
       vjps=(lambda g, ans, a, b: g * 2 * (a - b) / np.broadcast(a, b).size,
             lambda g, ans, a, b: g * 2 * (b - a) / np.broadcast(a, b).size),

@@ -251,7 +251,9 @@ def layer_norm_shape(x, gamma, beta, eps=1e-5):
     return x
 
 
-def cross_entropy_shape(logits, labels):
+def cross_entropy_shape(logits, labels, ignore_index=None):
+    if ignore_index is not None and not is_int(ignore_index):
+        raise ShapeError(f"cross_entropy's ignore_index must be an integer label, got {ignore_index!r}")
     if len(logits) != 2 or len(labels) != 1:
         raise ShapeError(f"cross_entropy of logits {fmt(logits)} and labels {fmt(labels)}: "
                          "logits must be [N, C] and labels [N]")

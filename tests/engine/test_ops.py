@@ -208,7 +208,10 @@ CASES: dict[str, list[Case]] = {
     "layer_norm": [Case(f"{list(s)}", args(N(*s), N(4), N(4))) for s in ((4,), (3, 4), (1, 4), (2, 3, 4))],
     "cross_entropy": [Case("[3, 4]", args(N(3, 4), I(3, high=4))),
                       Case("[1, 4]", args(N(1, 4), I(1, high=4))),
-                      Case("repeated-labels", lambda rng: [rng.normal(size=(5, 3)), np.array([0, 0, 2, 2, 1])])],
+                      Case("repeated-labels", lambda rng: [rng.normal(size=(5, 3)), np.array([0, 0, 2, 2, 1])]),
+                      Case("ignored", lambda rng: [rng.normal(size=(4, 3)), np.array([2, -100, 0, -100])],
+                           {"ignore_index": -100}),
+                      Case("ignored-class", args(N(5, 3), I(5, high=3)), {"ignore_index": 1})],
     "mse": [Case(f"{list(s)}", normal(s, s)) for s in SHAPES] + [
         Case("broadcast", normal((3, 4), (1, 4)))],
     "binary_cross_entropy": [Case(f"{list(s)}", args(U(*s), U(*s, lo=0, hi=1))) for s in SHAPES] + [
@@ -359,6 +362,22 @@ def test_embedding_padding_idx_must_be_a_row_of_weight(pad):
     tape = Tape(eager=False)
     with pytest.raises(ShapeError, match="padding_idx must be a row of weight"):
         tape.apply("embedding", tape.leaf(shape=(2,), dtype=np.int64), tape.leaf(shape=(3, 4)), padding_idx=pad)
+
+
+def test_cross_entropy_with_every_label_ignored_is_nan_with_no_gradient():
+    tape, (logits, _), loss = scalar_of("cross_entropy", [np.ones((2, 3)), np.array([-1, -1])], {"ignore_index": -1},
+                                        np.array(1.0))
+    assert np.isnan(loss.value)
+    np.testing.assert_array_equal(tape.backward(loss)[logits.index], np.zeros((2, 3)))
+
+
+def test_cross_entropy_checks_the_labels_it_does_not_ignore():
+    tape = Tape()
+    with pytest.raises(IndexError, match="label -100 is out of range"):
+        tape.apply("cross_entropy", tape.leaf(np.ones((2, 3))), tape.leaf(np.array([-100, 1])), ignore_index=-1)
+    lazy = Tape(eager=False)
+    with pytest.raises(ShapeError, match="ignore_index must be an integer"):
+        lazy.apply("cross_entropy", lazy.leaf(shape=(2, 3)), lazy.leaf(shape=(2,), dtype=np.int64), ignore_index=0.5)
 
 
 def test_every_op_has_a_gradient_test_row():

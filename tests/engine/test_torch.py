@@ -118,7 +118,8 @@ TORCH = {
     "softmax": lambda x, axis=-1: torch.softmax(x, dim=axis),
     "log_softmax": lambda x, axis=-1: torch.log_softmax(x, dim=axis),
     "layer_norm": lambda x, gamma, beta, eps=1e-5: F.layer_norm(x, x.shape[-1:], gamma, beta, eps),
-    "cross_entropy": F.cross_entropy,
+    "cross_entropy": lambda logits, labels, ignore_index=None: F.cross_entropy(
+        logits, labels, ignore_index=-100 if ignore_index is None else ignore_index),
     "mse": lambda a, b: F.mse_loss(*torch.broadcast_tensors(a, b)),
     "binary_cross_entropy": lambda p, y: F.binary_cross_entropy(*torch.broadcast_tensors(p, y)),
     "dropout": dropout,

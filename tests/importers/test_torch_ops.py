@@ -301,7 +301,7 @@ def test_import_cross_entropy_and_nll_leave_out_the_ignore_index_rows_as_torch(s
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
 
 
-def test_import_cross_entropy_with_every_label_ignored_is_refused_at_the_line(step_file):
+def test_import_cross_entropy_with_every_label_ignored_is_nan_with_no_gradient_as_torch(step_file, same_as_torch):
     path, line_of = step_file("""
     class Empty(nn.Module):
         def __init__(self):
@@ -315,10 +315,59 @@ def test_import_cross_entropy_with_every_label_ignored_is_refused_at_the_line(st
     def step():
         return {"module": Empty(), "inputs": (torch.randn(2, 4), torch.tensor([-100, -100]))}
     """)
-    with pytest.raises(gradflow.ModelError) as e:
-        gradflow.load(f"{path}:step")
-    assert str(e.value).startswith(f"{path}:{line_of('ce')}:")
-    assert "every label equal to ignore_index=-100" in str(e.value)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert np.isnan(report.losses[0].value)
+    assert [(f.rule, f.line) for f in report.findings if f.severity == "error"] == [("GF105", line_of("ce"))]
+    same_as_torch(report, path, "step")    # zeros: the statuses are zero
+
+
+LABELS = """
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x, y, tags):
+        h = self.lin(x)                                     # [4, 3]
+        seq = h.reshape(2, 2, 3).transpose(1, 2)            # [2, 3, 2]
+        return {"plain": F.cross_entropy(h, y),
+                "nll": F.nll_loss(F.log_softmax(h, dim=1), y, reduction="sum"),
+                "smooth": F.cross_entropy(h, y, label_smoothing=0.1),
+                "seq": F.cross_entropy(seq, tags, ignore_index=-1, reduction="none").sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Tagger(), "inputs": (torch.randn(4, 4), torch.tensor([0, 2, 1, 1]),
+                                           torch.tensor([[0, 1], [2, 2]]))}
+"""
+
+
+@pytest.mark.parametrize("y,tags", [([0, -100, 2, 1], [[-1, 1], [2, -1]]), ([-100, 2, -100, 2], [[-1, -1], [0, 1]]),
+                                    ([-100] * 4, [[-1, -1], [-1, -1]])])
+def test_import_written_model_ignores_labels_the_example_never_had_as_torch(step_file, tmp_path, y, tags):
+    """The model file holds no label values: the same file, given other labels (ignore_index
+    among them), gives torch's losses and gradients on those labels."""
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    from gradflow.importers.torch.target import load_step
+    path, _ = step_file(LABELS)
+    out = tmp_path / "tagger.yaml"
+    assert CliRunner().invoke(cli, ["import", "torch", f"{path}:step", "-o", str(out)]).exit_code == 0
+    arrays = dict(np.load(tmp_path / "tagger.npz"))
+    arrays["y"], arrays["tags"] = np.array(y), np.array(tags)
+    np.savez(tmp_path / "relabelled.npz", **arrays)
+    report = gradflow.analyze(gradflow.load(out, weights=tmp_path / "relabelled.npz"))
+
+    module = load_step(path, "step").module.double()
+    losses = module(torch.tensor(arrays["x"]), torch.tensor(y), torch.tensor(tags))
+    for loss in report.losses:
+        np.testing.assert_allclose(loss.value, losses[loss.name].item(), rtol=1e-12, err_msg=loss.name)
+        grads = torch.autograd.grad(losses[loss.name], list(module.parameters()), retain_graph=True)
+        for (name, _), g in zip(module.named_parameters(), grads):
+            assert report.status(name, loss.name) == ("flows" if g.any() else "zero"), (loss.name, name)
+            np.testing.assert_allclose(report.grad(name, loss.name), g.numpy(), rtol=1e-9, atol=1e-15)
 
 
 def test_import_rsub_alpha_and_avg_pool_divisor_override_give_torch_autograd_gradients(step_file, same_as_torch):

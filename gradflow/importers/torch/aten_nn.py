@@ -5,26 +5,15 @@ from __future__ import annotations
 from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
 
 
-def ignoring(c, at: int, reduction: int) -> int | None:
-    """ignore_index when some label may equal it (unknown labels may), else None."""
-    ignore = c.arg(at, "ignore_index", -100)
-    labels = (c.values or {}).get(1)
-    if labels is not None and not (labels == ignore).any():
-        return None
-    if labels is not None and (labels == ignore).all() and reduction == 1:
-        raise Unsupported(f"with every label equal to ignore_index={ignore} (torch gives nan)")
-    return ignore
-
-
 def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
     """-logp[label] per position (blended with -mean(logp) by label_smoothing), over [N, C] or
-    [N, C, d1, ...] and [N] or [N, d1, ...] labels; positions labelled ignore_index count for nothing."""
-    weight, reduction = c.arg(2, "weight"), c.arg(3, "reduction", 1)
+    [N, C, d1, ...] and [N] or [N, d1, ...] labels; positions labelled ignore_index count for nothing,
+    whatever the labels are when the model runs (not only the traced example's)."""
+    weight, reduction, ignore = c.arg(2, "weight"), c.arg(3, "reduction", 1), c.arg(4, "ignore_index", -100)
     if weight is not None:
         raise Unsupported("with weight")
     if c.ndim() < 2 or c.ndim(1) != c.ndim() - 1 or c.kinds.get(1) not in ("int", None):
         raise Unsupported(f"beyond [N, C] or [N, C, d1, ...] {what} and [N] or [N, d1, ...] class labels")
-    ignore = ignoring(c, 4, reduction)
     classes, labels = c.shapes[0][1], c.shapes[1]
     rows = 1
     for n in labels:
@@ -32,25 +21,23 @@ def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
     y = c.args[1] if c.ndim() == 2 else f"reshape({c.args[1]}, [{rows}])"
     if c.ndim() > 2:   # the class axis last, one row per position
         logp = f"reshape(transpose({logp}, axes={(0, *range(2, c.ndim()), 1)!r}), [{rows}, {classes}])"
-    keep = f"not_equal({y}, {ignore})" if ignore is not None else None
-    safe = y if keep is None else f"where({keep}, {y}, argmax(expand_dims({y}, 1), axis=1))"   # integer zeros
+    keep = f"not_equal({y}, {ignore})"
+    safe = f"where({keep}, {y}, argmax(expand_dims({y}, 1), axis=1))"   # an ignored label read as class 0
     picked = f"reshape(take_along_axis({logp}, expand_dims({safe}, 1), axis=1), [{rows}])"
     per = f"-{picked}" if not smoothing else \
         f"-{picked} * {1 - smoothing!r} - sum({logp}, axis=1) * {smoothing / classes!r}"
-    if keep is not None:
-        per = f"({per}) * {keep}"
+    # where selects: an ignored row gets no gradient, even when every row is (torch's mean is then nan)
+    per = f"where({keep}, {per}, 0.0)"
     if reduction == 0:
         return per if c.ndim() == 2 else f"reshape({per}, {shape_text(labels)})"
-    if reduction == 2:
-        return f"sum({per})"
-    return f"mean({per})" if keep is None else f"sum({per}) / sum({keep})"
+    return f"sum({per})" if reduction == 2 else f"sum({per}) / sum({keep})"
 
 
 def cross_entropy(c):
     smoothing = c.arg(5, "label_smoothing", 0.0)
     plain = c.arg(2, "weight") is None and c.arg(3, "reduction", 1) == 1 and not smoothing and c.ndim() == 2
-    if plain and c.ndim(1) == 1 and c.kinds.get(1) in ("int", None) and ignoring(c, 4, 1) is None:
-        return f"cross_entropy({c.args[0]}, {c.args[1]})"
+    if plain and c.ndim(1) == 1 and c.kinds.get(1) in ("int", None):
+        return f"cross_entropy({c.args[0]}, {c.args[1]}, ignore_index={c.arg(4, 'ignore_index', -100)})"
     return class_loss(c, f"log_softmax({c.args[0]}, axis=1)", "logits", smoothing)
 
 

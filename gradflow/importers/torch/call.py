@@ -38,7 +38,6 @@ class Call:
     overload: str
     kinds: dict = None               # argument position or keyword -> "float", "int", "bool" or None
     kind: str = "float"              # the output's kind
-    values: dict = None              # argument position -> its array, where the value is known here (an input)
 
     def arg(self, i: int, name: str, default=None):
         if i < len(self.args):

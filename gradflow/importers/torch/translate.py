@@ -162,20 +162,7 @@ class Translator(Leaves):
         kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
         shapes = [shape_of(a) for a in node.args]
         kinds = {**dict(enumerate(map(kind_of, node.args))), **{k: kind_of(v) for k, v in node.kwargs.items()}}
-        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node),
-                    self.known_values(node.args))
-
-    def known_values(self, args) -> dict:
-        """Argument position -> array, for the step's inputs and constants (whose values are known)."""
-        inputs = {t.name for t in self.out.inputs}
-        known = {}
-        for i, a in enumerate(args):
-            value = self.values.get(a) if isinstance(a, torch.fx.Node) else None
-            if isinstance(value, Const):
-                known[i] = value.value.detach().numpy()
-            elif isinstance(value, str) and value in inputs:
-                known[i] = self.out.arrays[value]
-        return known
+        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
 
     def argument(self, value, user):
         if isinstance(value, torch.fx.Node):
