@@ -218,3 +218,25 @@ def test_first_errors_says_each_distinct_error_once_at_the_first_result_that_has
     own = Result("n.yaml", error=ModelError("unknown op 'relux'", "n.yaml", 4, 7))
     results = [spoilt[0], Result("ok.yaml"), spoilt[1], own, spoilt[2]]
     assert [first for _, first in first_errors(results)] == [True, False, False, True, False]
+
+
+def test_check_sarif_locations_are_uri_references_a_space_percent_or_colon_encoded_an_absolute_path_a_file_uri(
+        tmp_path, monkeypatch):
+    # SARIF 2.1.0: artifactLocation.uri is a URI reference (RFC 3986), not a file path.
+    import re
+    from urllib.parse import unquote, urlparse
+    text = (MODELS / "dead_relu.yaml").read_text(encoding="utf-8")
+    (tmp_path / "my models").mkdir()
+    (tmp_path / "my models" / "a:b 100%.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "abs.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    doc = json.loads(run("check", "my models/a:b 100%.yaml", str(tmp_path / "abs.yaml"), "--format", "sarif").stdout)
+    uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]]
+    relative = [u for u in uris if not u.startswith("file:")]
+    absolute = [u for u in uris if u.startswith("file:")]
+    assert relative and absolute
+    for uri in uris:
+        assert re.fullmatch(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-F]{2})+", uri), uri
+    assert all(":" not in u.split("/")[0] and unquote(u) == "my models/a:b 100%.yaml" for u in relative)
+    assert all(urlparse(u).scheme == "file" and unquote(urlparse(u).path) == str(tmp_path / "abs.yaml")
+               for u in absolute)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import PurePath
+from urllib.parse import quote
+
 import gradflow
 from gradflow.analysis.settings import RULES
 from gradflow.cli.render.json_out import dump
@@ -10,9 +14,19 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INVALID = "invalid-model"
 
 
+def uri(path: str) -> str:
+    """A path as SARIF's artifactLocation.uri, which is a URI reference: a space, '%', '#' or
+    ':' percent-encoded (a file name's bytes as they are, UTF-8 or not); an absolute path a
+    file:// URI. A relative path stays relative: code scanning resolves it from the checkout."""
+    path = PurePath(path)
+    if path.is_absolute():
+        return path.as_uri()
+    return quote(os.fsencode(path.as_posix()))
+
+
 def result(rule, level, message, path, line, col) -> dict:
     return {"ruleId": rule, "level": level, "message": {"text": message},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": path},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri(path)},
                                                 "region": {"startLine": line, "startColumn": col}}}]}
 
 
