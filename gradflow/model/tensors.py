@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gradflow.model.evaluate import is_number
+from gradflow.model.calls import is_number
 from gradflow.model.expr import parse_init
 from gradflow.model.reader import Reader, first_leaf, is_name, kind_of, place_of, plain
 from gradflow.model.source import Node
