@@ -12,7 +12,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from gradflow.engine.shapes import norm_axes, pair
+from gradflow.engine.shapes import norm_axes
+from gradflow.engine.shapes_nn import pair
 
 
 # ================================================================ arithmetic

@@ -11,8 +11,8 @@ Static arguments (``axis``, ``keepdims``, ``slope``, an index) are attributes,
 never tensors, and carry no gradient. Rules compute in the dtype of ``g`` and the
 inputs (Python numbers only), so a float32 tape stays float32.
 
-Shape rules live in ``shapes.py``, array code too long for a lambda in
-``kernels.py``; this module holds the Op type and the table itself.
+Shape rules live in ``shapes.py`` and ``shapes_nn.py``, array code too long for a
+lambda in ``kernels.py``; this module holds the Op type and the table itself.
 
 kinds: ``differentiable``; ``stop`` (explicit stop-gradient, identity forward);
 ``implicit`` (non-differentiable op: every input is cut).
@@ -48,13 +48,14 @@ from gradflow.engine.kernels_nn import (
     silu, silu_vjp,
 )
 from gradflow.engine.shapes import (
-    attention_shape, batch_norm_shape, cosine_similarity_shape, embedding_shape, flatten_shape, gelu_shape,
-    linear_shape, masked_attention_shape, permute_shape,
-    arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, conv2d_shape,
-    cross_entropy_shape, dropout_shape, expand_dims_shape, index_shape, layer_norm_shape,
-    loss_shape, matmul_shape, one_hot_shape, pool_shape, reduce_shape, reshape_shape, same_shape,
-    scalar_attrs_shape,
-    squeeze_shape, stack_shape, window_scratch, take_along_axis_shape, take_shape, transpose_shape,
+    arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
+    index_shape, matmul_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
+    scalar_attrs_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
+)
+from gradflow.engine.shapes_nn import (
+    attention_shape, batch_norm_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape, dropout_shape,
+    embedding_shape, gelu_shape, layer_norm_shape, linear_shape, loss_shape, masked_attention_shape, pool_shape,
+    window_scratch,
 )
 from gradflow.errors import ShapeError
 
