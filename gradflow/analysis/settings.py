@@ -35,6 +35,8 @@ RULES = {
     "GF109": ("warning", "exploding gradient: norm above the exploding setting"),
     "GF110": ("error", "a loss is wired to no parameter: it trains nothing"),
 }
+# The rules that judge gradient values, which a --structural run does not compute: there they never fire.
+NUMERIC_RULES = frozenset({"GF105", "GF107", "GF108", "GF109"})
 KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
 GIB = 1024 ** 3
 SIZE = r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B?|B)?\s*\Z"   # compiled on first use

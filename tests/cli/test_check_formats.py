@@ -240,3 +240,16 @@ def test_check_sarif_locations_are_uri_references_a_space_percent_or_colon_encod
     assert all(":" not in u.split("/")[0] and unquote(u) == "my models/a:b 100%.yaml" for u in relative)
     assert all(urlparse(u).scheme == "file" and unquote(urlparse(u).path) == str(tmp_path / "abs.yaml")
                for u in absolute)
+
+
+def test_check_junit_structural_skips_the_rules_that_need_numbers_rather_than_passing_them():
+    # --structural computes no gradient values: NaN, zero, vanishing and exploding are never checked.
+    root = ET.fromstring(run("check", str(MODELS / "dead_relu.yaml"), "--structural", "--format", "junit").stdout)
+    [suite] = root.findall("testsuite")
+    skipped = {c.get("name").split()[0]: c.find("skipped").get("message") for c in suite.findall("testcase")
+               if c.find("skipped") is not None}
+    assert sorted(skipped) == ["GF105", "GF107", "GF108", "GF109"]
+    assert all("--structural" in message for message in skipped.values())
+    assert suite.get("skipped") == root.get("skipped") == "4"
+    numeric = ET.fromstring(run("check", str(MODELS / "dead_relu.yaml"), "--format", "junit").stdout)
+    assert numeric.get("skipped") == "0"

@@ -1,5 +1,6 @@
 """`check --format junit`: JUnit XML, one testcase per model and rule; a rule the model's
-settings turn off is a skipped testcase, not a passing one."""
+settings turn off, or one that needs gradient values in a --structural run, is a skipped
+testcase, not a passing one."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ import xml.etree.ElementTree as ET
 
 import click
 
-from gradflow.analysis.settings import RULES
+from gradflow.analysis.settings import NUMERIC_RULES, RULES
 from gradflow.cli.escape import shown
+
+
+def unchecked(report, rule: str) -> str | None:
+    """Why ``rule`` was not checked for this model, or None when it was."""
+    if report.settings.severity(rule) == "off":
+        return f"{rule} is ignored (--ignore, check: or pyproject.toml)"
+    if rule in NUMERIC_RULES and report.model["mode"] == "structural":
+        return f"{rule} needs gradient values, which a --structural run does not compute"
+    return None
 
 
 def render_check(results, no_color: bool) -> None:
@@ -26,9 +36,10 @@ def render_check(results, no_color: bool) -> None:
                 found = [f for f in r.report.findings if f.rule == rule]
                 case = ET.SubElement(suite, "testcase", name=f"{rule} {description}", classname=shown(r.path))
                 cases += 1
-                if r.report.settings.severity(rule) == "off":
+                reason = unchecked(r.report, rule)
+                if reason:
                     skipped += 1
-                    ET.SubElement(case, "skipped", message=f"{rule} is ignored (--ignore, check: or pyproject.toml)")
+                    ET.SubElement(case, "skipped", message=reason)
                     continue
                 failing = [f for f in found if f.severity == "error" or r.report.settings.strict]
                 if failing:
