@@ -82,3 +82,96 @@ def test_readme_transcripts_are_what_gradflow_prints(command, shown, monkeypatch
     result = CliRunner().invoke(cli, command.split())
     assert result.exit_code in (0, 1), result.output
     assert result.output.split() == shown.split()
+
+
+def section(text: str, title: str) -> str:
+    """The body of the page's `## title` section, up to the next `## `."""
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def gradient_into(op) -> str:
+    """What the guide's 'gradient into' column says of an op: the inputs gradient flows into."""
+    if op.kind == "stop":
+        return "none (stop)"
+    if op.kind == "implicit":
+        return "none (cut)"
+    return ", ".join(["xs"] if op.variadic else [n for k, n in enumerate(op.inputs) if op.has_rule(k)]) or "none"
+
+
+def test_format_guide_lists_every_op_as_the_op_table_has_it():
+    # Each row of docs/format.md's Ops: group, signature and the inputs gradient flows into.
+    from gradflow.cli.render.ops import MODULE_CALLS, entries
+    from gradflow.engine import ALIASES, OPS
+    ops = section((DOCS / "format.md").read_text(encoding="utf-8"), "Ops")
+    shown = {}
+    for part in ops.split("\n### ")[1:]:
+        group, _, body = part.partition("\n")
+        shown[group] = [m.groups() for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+?) \|", body, re.MULTILINE)]
+    calls = {signature for signature, _, _ in MODULE_CALLS}
+    table = {group: [(signature, gradient_into(OPS[signature.split("(")[0]]) if signature not in calls
+                      else dict(shown.get(group, [])).get(signature, "")) for signature, _, _ in rows]
+             for group, rows in entries().items()}
+    rows = lambda groups: [f"{g}: | `{s}` | {d} |" for g, found in groups.items() for s, d in found]
+    assert rows(shown) == rows(table)
+    for alias, target in ALIASES.items():
+        assert f"alias: {alias}" in next(line for line in ops.splitlines() if line.startswith(f"| `{target}("))
+
+
+def readme_commands() -> dict:
+    """Command name -> the text of its usage in the README's Commands block."""
+    block = section((ROOT / "README.md").read_text(encoding="utf-8"), "Commands").split("```")[1]
+    usage = {}
+    for line in block.strip().splitlines():
+        if line.startswith("gradflow "):
+            words = line.split()
+            name = " ".join(words[1:3]) if words[1] == "import" else words[1]
+            usage[name] = line.split("#")[0]
+        else:
+            usage[name] += " " + line.split("#")[0]
+    return usage
+
+
+def test_readme_commands_show_every_flag_of_every_command():
+    import click
+    ctx = click.Context(cli)
+    usage = readme_commands()
+    names = [n for n in cli.list_commands(ctx) if n != "import"] + ["import torch", "--version"]
+    assert sorted(usage) == sorted(names)
+    for name, text in usage.items():
+        if name == "--version":
+            continue
+        command = cli.get_command(ctx, name.split()[0])
+        if name == "import torch":
+            command = command.get_command(ctx, "torch")
+        options = [p for p in command.params if isinstance(p, click.Option)]
+        known = {"--no-color", "--debug", "--help", "-h"}   # every command's, said once under the block
+        documented = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text))
+        flags = {opt for p in options for opt in p.opts}
+        assert documented <= flags, (name, documented - flags)
+        for p in options:
+            if not set(p.opts) & known:
+                assert set(p.opts) & documented, (name, p.opts)
+            if isinstance(p.type, click.Choice):
+                assert "|".join(p.type.choices) in text, (name, p.opts, p.type.choices)
+
+
+def test_rules_guide_lists_every_setting_with_its_default():
+    from gradflow.analysis.settings import KEYS, Settings, size
+    rows = re.findall(r"^\| `([a-z-]+)` \| ([^|]+?) \|", section((DOCS / "rules.md").read_text(encoding="utf-8"),
+                                                                  "Settings"), re.MULTILINE)
+    assert [key for key, _ in rows] == list(KEYS)
+    default = dict(rows)
+    assert float(default["vanishing"].strip("`")) == Settings().vanishing
+    assert float(default["exploding"].strip("`")) == Settings().exploding
+    assert size(default["max-memory"].strip('`"')) == Settings().max_memory
+    assert default["strict"] == f"`{str(Settings().strict).lower()}`"
+
+
+def test_readme_json_report_is_what_gradflow_prints(monkeypatch):
+    import json
+    [shown] = re.findall(r"```json\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, ["analyze", "models/stop_gradient_tape.yaml", "--format", "json"])
+    printed, shown = json.loads(result.stdout), json.loads(shown)
+    assert shown.pop("gradflow_version") and printed.pop("gradflow_version")
+    assert shown == printed
