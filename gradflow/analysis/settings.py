@@ -5,7 +5,9 @@ Layers, lowest precedence first: the defaults, ``[tool.gradflow]`` in the neares
 each rule the highest layer that names it (in ``select`` or ``ignore``) decides:
 ``--select GF102`` on the command line turns GF102 back on where pyproject ignores
 it. Every value is checked where it is written: an unknown key or rule id, a wrong
-type or an out-of-range number is an error at its place, never skipped.
+type or an out-of-range number is an error at its place, never skipped. The thresholds
+are checked merged too: a ``vanishing`` not below the ``exploding`` it meets, whichever
+layers they come from, is an error at the higher one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import stat
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 from gradflow.analysis.pyproject import key_place, may_hold_tool_gradflow, tool_table
 from gradflow.errors import ModelError, did_you_mean
@@ -38,6 +41,7 @@ RULES = {
 # The rules that judge gradient values, which a --structural run does not compute: there they never fire.
 NUMERIC_RULES = frozenset({"GF105", "GF107", "GF108", "GF109"})
 KEYS = ("select", "ignore", "strict", "vanishing", "exploding", "max-memory")
+THRESHOLDS = ("vanishing", "exploding")
 GIB = 1024 ** 3
 SIZE = r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B?|B)?\s*\Z"   # compiled on first use
 UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "KIB": 1024, "M": 1e6, "MB": 1e6, "MIB": 1024 ** 2,
@@ -50,6 +54,14 @@ class SettingsError(ValueError):
     def __init__(self, message: str, key: str | None = None, index: int | None = None):
         super().__init__(message)
         self.message, self.key, self.index = message, key, index   # index: of an item in a list
+
+
+class Layer(NamedTuple):
+    """One layer's checked settings, and where its thresholds are written (for the error
+    when they cross another layer's)."""
+    values: dict
+    path: str | None = None      # None: the command line, or the settings given to the API
+    places: dict | None = None   # "vanishing"/"exploding" -> (line, col) in path
 
 
 @dataclass(unsafe_hash=True)   # hashed as when it was frozen; not frozen: that costs start-up
@@ -158,7 +170,7 @@ def size(value, key: str = "max-memory") -> float:
 
 
 # ---------------------------------------------------------------- pyproject.toml
-def pyproject_settings(start: str) -> dict:
+def pyproject_settings(start: str) -> Layer:
     """The checked [tool.gradflow] of the nearest pyproject.toml at or above the folder ``start``
     (an absolute path without links: os.path, not pathlib, since this runs once per model)."""
     folder = start
@@ -172,20 +184,28 @@ def pyproject_settings(start: str) -> dict:
             info = None
         if info is not None and stat.S_ISREG(info.st_mode):
             try:
-                return read_pyproject(candidate, info.st_mtime_ns)
-            except ModelError as e:   # named as the user would, as models are: relative when below here
-                relative = os.path.relpath(candidate)
-                e.path = candidate if relative.startswith("..") else relative
+                values, places = read_pyproject(candidate, info.st_mtime_ns)
+            except ModelError as e:
+                e.path = named(candidate)
                 raise
+            # named as shown only when it may be (with a threshold): relpath asks for the working folder
+            return Layer(values, named(candidate) if places else candidate, places)
         parent = os.path.dirname(folder)
         if parent == folder:
-            return {}
+            return Layer({})
         folder = parent
 
 
+def named(path: str) -> str:
+    """A pyproject.toml named as the user would, as models are: relative when below here."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
 @lru_cache(maxsize=64)
-def read_pyproject(path: str, mtime: int) -> dict:
-    """Read once per file (and version of it), however many models sit below it."""
+def read_pyproject(path: str, mtime: int) -> tuple[dict, dict]:
+    """(settings, the (line, col) of each threshold it sets): read once per file (and version
+    of it), however many models sit below it."""
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_PYPROJECT + 1)
@@ -195,19 +215,20 @@ def read_pyproject(path: str, mtime: int) -> dict:
         raise ModelError(f"pyproject.toml is larger than {MAX_PYPROJECT // 2 ** 20} MiB", path, 1, 1)
     text = data.decode("utf-8", errors="replace")
     if not may_hold_tool_gradflow(text):   # not ours to judge, and no parser to load
-        return {}
+        return {}, {}
     try:
         table = tool_table(text, path)
     except ModelError:
         if "gradflow" in text:
             raise
-        return {}   # read only for its \u escapes, which may spell gradflow: not ours to judge
+        return {}, {}   # read only for its \u escapes, which may spell gradflow: not ours to judge
     if not isinstance(table, dict):
         raise ModelError("[tool.gradflow] must be a table", path, *key_place(text, None))
     try:
-        return checked(table)
+        values = checked(table)
     except SettingsError as e:
         raise ModelError(e.message, path, *key_place(text, e.key)) from None
+    return values, {key: key_place(text, key) for key in THRESHOLDS if key in values}
 
 
 MAX_PYPROJECT = 8 * 2 ** 20
@@ -216,11 +237,44 @@ MAX_PYPROJECT = 8 * 2 ** 20
 def settings_for(model, overrides: dict | None = None) -> Settings:
     """Defaults, then [tool.gradflow] of the nearest pyproject.toml, then the model's
     `check:` block (checked when it was loaded), then ``overrides`` (the command line)."""
-    settings = Settings().merged(pyproject_settings(os.path.dirname(os.path.realpath(model.path))))
+    layers = (pyproject_settings(os.path.dirname(os.path.realpath(model.path))), check_block(model),
+              Layer(checked(overrides or {})))
+    settings = Settings()
+    for layer in layers:
+        settings = settings.merged(layer.values)
+    if settings.vanishing >= settings.exploding:
+        raise crossed(settings, layers)
+    return settings
+
+
+def check_block(model) -> Layer:
+    """The model's `check:` block, checked; a bad value is an error at its place in the file."""
+    places = model.spec.check_places
     try:
-        block = checked(model.spec.check)
+        values = checked(model.spec.check)
     except SettingsError as e:
-        places = model.spec.check_places
         place = places.get((e.key, e.index)) or places.get(e.key)
         raise ModelError(e.message, model.path, place.line if place else 1, place.col if place else 1) from None
-    return settings.merged(block).merged(checked(overrides or {}))
+    return Layer(values, model.path, {key: (places[key].line, places[key].col) for key in THRESHOLDS
+                                      if key in values and key in places})
+
+
+def crossed(settings: Settings, layers: tuple) -> Exception:
+    """The error of thresholds that each layer accepts but that cross once merged: at the one
+    from the higher layer (one layer's pair is checked by ``checked``), naming where the other
+    comes from. A ModelError at its place, or a SettingsError when the command line set it."""
+    where = {key: max((i for i, layer in enumerate(layers) if key in layer.values), default=-1)
+             for key in THRESHOLDS}
+    key = max(THRESHOLDS, key=where.get)
+    other = "exploding" if key == "vanishing" else "vanishing"
+    origin = "the default"
+    if where[other] >= 0:
+        lower = layers[where[other]]
+        origin = "from {}:{}:{}".format(lower.path, *(lower.places or {}).get(other, (1, 1)))
+    relation = "below" if key == "vanishing" else "above"
+    message = (f"{key} ({getattr(settings, key)!r}) must be {relation} {other} "
+               f"({getattr(settings, other)!r}, {origin})")
+    layer = layers[where[key]]
+    if layer.path is None:
+        return SettingsError(message, key)
+    return ModelError(message, layer.path, *(layer.places or {}).get(key, (1, 1)))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -211,3 +214,78 @@ def test_a_bad_pyproject_is_one_error_named_as_the_user_would_however_many_model
     github = CliRunner().invoke(cli, ["check", ".", "--format", "github"]).stdout
     assert github == ("::error file=pyproject.toml,line=2,col=1,title=invalid model::vanishing must be a positive "
                       "finite number, got -1\n")
+
+
+def crossing(tmp_path, monkeypatch, pyproject: str | None, check: str) -> ModelError:
+    settings_module.read_pyproject.cache_clear()
+    monkeypatch.chdir(tmp_path)   # where the user would name pyproject.toml from
+    with pytest.raises(ModelError) as e:
+        settings_for(model_in(tmp_path, pyproject, check))
+    return e.value
+
+
+def test_thresholds_crossing_across_pyproject_and_check_block_are_an_error_at_the_check_block(tmp_path, monkeypatch):
+    error = crossing(tmp_path, monkeypatch, "[tool.gradflow]\nstrict = false\nvanishing = 1e-2\n",
+                     "check:\n  exploding: 1e-3\n")
+    assert error.path.endswith("m.yaml") and (error.line, error.col) == (8, 14)
+    assert error.message == "exploding (0.001) must be above vanishing (0.01, from pyproject.toml:3:1)"
+
+
+def test_a_check_block_vanishing_not_below_the_default_exploding_is_an_error(tmp_path, monkeypatch):
+    error = crossing(tmp_path, monkeypatch, None, "check:\n  strict: true\n  vanishing: 5000\n")
+    assert error.path.endswith("m.yaml") and (error.line, error.col) == (9, 14)
+    assert error.message == "vanishing (5000.0) must be below exploding (1000.0, the default)"
+
+
+def test_thresholds_equal_across_layers_are_an_error_too(tmp_path, monkeypatch):
+    error = crossing(tmp_path, monkeypatch, "[tool.gradflow]\nexploding = 0.5\n", "check:\n  vanishing: 0.5\n")
+    assert error.message == "vanishing (0.5) must be below exploding (0.5, from pyproject.toml:2:1)"
+
+
+def test_a_pyproject_vanishing_not_below_the_default_exploding_spoils_each_model_that_keeps_it(tmp_path, monkeypatch):
+    settings_module.read_pyproject.cache_clear()
+    model_in(tmp_path, "[tool.gradflow]\nvanishing = 5000\n")
+    (tmp_path / "fixed.yaml").write_text(BLOCKED.lstrip() + "check:\n  exploding: 1e4\n", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "n.yaml").write_text(BLOCKED.lstrip(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", ".", "--format", "json"])
+    assert result.exit_code == 2
+    assert result.stderr == ("pyproject.toml:2:1: error: vanishing (5000.0) must be below exploding "
+                             "(1000.0, the default)\n")
+    files = {f["model"]["path"]: f for f in json.loads(result.stdout)["files"]}
+    assert [path for path, f in sorted(files.items()) if "error" in f] == ["./m.yaml", "./sub/n.yaml"]
+    assert files["./fixed.yaml"]["findings"]   # its own exploding lifts the pair: checked as usual
+
+
+def test_check_reports_thresholds_crossing_across_layers_as_one_located_line_and_checks_the_others(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    model_in(tmp_path, "[tool.gradflow]\nvanishing = 1e-2\n", "check:\n  exploding: 1e-3\n")
+    (tmp_path / "ok.yaml").write_text(BLOCKED.lstrip(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "m.yaml"), str(tmp_path / "ok.yaml")])
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert re.fullmatch(r".*m\.yaml:8:14: error: exploding \(0\.001\) must be above vanishing "
+                        r"\(0\.01, from .*pyproject\.toml:2:1\)", line)
+    assert "2 models checked: 1 failed, 1 invalid" in result.stdout
+
+
+def test_settings_given_to_the_api_that_cross_the_model_file_are_a_value_error(tmp_path):
+    # The command line has no threshold flags; the API's settings are the layer above check:.
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, check="check:\n  exploding: 1e-3\n")
+    words = r"^vanishing \(1\.0\) must be below exploding \(0\.001, from .*m\.yaml:8:14\)$"
+    with pytest.raises(ValueError, match=words):
+        gradflow.analyze(model, settings={"vanishing": 1.0})
+    assert not any(p.opts[0] in ("--vanishing", "--exploding") for p in cli.get_command(None, "check").params)
+
+
+def test_thresholds_that_are_in_order_once_merged_are_taken_whatever_each_layer_says_alone(tmp_path):
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, "[tool.gradflow]\nvanishing = 1e-2\n", "check:\n  exploding: 1.0\n")
+    assert (settings_for(model).vanishing, settings_for(model).exploding) == (1e-2, 1.0)
+    # pyproject's 5000 would cross the default exploding, but this model lifts it
+    settings_module.read_pyproject.cache_clear()
+    model = model_in(tmp_path, "[tool.gradflow]\nvanishing = 5000\n", "check:\n  exploding: 1e4\n")
+    assert (settings_for(model).vanishing, settings_for(model).exploding) == (5000.0, 1e4)
+    assert settings_for(model, {"exploding": 1e5}).exploding == 1e5
