@@ -289,3 +289,42 @@ def test_why_names_the_instance_a_cut_inside_a_repeated_block_is_in(write_model)
                        + "graph:\n  h: repeat(block, x, times=3)\n  loss: sum(h)\nlosses: [loss]\n")
     out = run("why", path, "block.0.w").output
     assert "h [x stop_gradient in block.1.out 11:12] [x stop_gradient in block.2.out 11:12] -> loss" in out
+
+
+# rich draws for a terminal without colour codes, and not a dumb one (which rich holds to 80 columns)
+TERMINAL = {"FORCE_COLOR": "1", "NO_COLOR": "1", "TERM": "xterm"}
+
+
+def on_terminal(columns: int, *args) -> str:
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": str(columns), **TERMINAL}).output
+
+
+@pytest.mark.parametrize("model, labels", [
+    ("byol.yaml", ["x stop_gradient 19:11"]),
+    ("rbm_contrastive_divergence.yaml", ["x less 19:13 (above)", "(no gradient)"]),
+    ("vq_vae.yaml", ["x stop_gradient 26:15", "x argmin 24:9", "stop_gradient 26:15"]),
+])
+def test_graph_tree_in_a_narrow_terminal_wraps_between_labels_never_inside_a_cut(model, labels):
+    out = on_terminal(40, "graph", str(MODELS / model))
+    lines = out.splitlines()
+    assert all(len(line) <= 40 for line in lines)
+    assert [line for line in lines if line != line.rstrip()] == []     # no blanks where a line wrapped
+    assert out.endswith("\n") and "\n\n" not in out
+    for text in labels:      # a cut's mark with its place, '(no gradient)' whole, on one line
+        assert any(line.endswith(text) for line in lines), text
+    piped = run("graph", str(MODELS / model)).output
+    assert " ".join(out.replace("│", " ").split()) == " ".join(piped.replace("│", " ").split())
+
+
+def test_graph_tree_deeper_than_the_terminal_is_wide_loses_no_entry_and_splits_no_name(write_model):
+    chain = "".join(f"  h{k}: tanh(h{k - 1})\n" for k in range(1, 14))
+    path = write_model("gradflow: 1\ninputs:\n  x: {shape: [3]}\nparams:\n  weight_of_the_first_layer: {shape: [3]}\n"
+                       "graph:\n  h0: x * weight_of_the_first_layer\n" + chain + "  loss: sum(h13)\nlosses: [loss]\n")
+    out = on_terminal(40, "graph", path)
+    assert out == run("graph", path).output     # no room beside the guides: whole lines, as into a pipe
+    assert "└── weight_of_the_first_layer (param)" in out and all(f"└── h{k}\n" in out for k in range(13))
+
+
+def test_graph_tree_in_a_wide_terminal_is_what_a_pipe_gets():
+    for model in ("vq_vae.yaml", "gan.yaml", "rbm_contrastive_divergence.yaml"):
+        assert on_terminal(200, "graph", str(MODELS / model)) == run("graph", str(MODELS / model)).output
