@@ -328,3 +328,21 @@ def test_graph_tree_deeper_than_the_terminal_is_wide_loses_no_entry_and_splits_n
 def test_graph_tree_in_a_wide_terminal_is_what_a_pipe_gets():
     for model in ("vq_vae.yaml", "gan.yaml", "rbm_contrastive_divergence.yaml"):
         assert on_terminal(200, "graph", str(MODELS / model)) == run("graph", str(MODELS / model)).output
+
+
+def test_why_puts_a_blank_line_between_losses_and_none_after_the_last():
+    out = run("why", str(MODELS / "gan.yaml"), "G.w1").output
+    assert out.endswith("-> g_loss\n") and out.count("\n\n") == 1
+    assert "\n\nG.w1 -> g_loss: flows" in out
+
+
+def test_why_in_a_narrow_terminal_keeps_each_cut_mark_whole_within_the_width():
+    # codebook_loss and its mark cannot share a 35-column line: the mark goes on the next, whole
+    out = on_terminal(40, "why", str(MODELS / "vq_vae.yaml"), "enc.w")
+    lines = out.replace("\u00a0", " ").splitlines()
+    assert all(len(line) <= 40 for line in lines) and not out.endswith("\n\n")
+    assert "     [x stop_gradient 29:36] -> loss" in lines
+    # an entry and its mark together where they fit, to the last column
+    assert "     code [x argmin 24:9] -> z_q ->" in lines and "     commit_loss [x stop_gradient 30:34]" in lines
+    piped = run("why", str(MODELS / "vq_vae.yaml"), "enc.w").output
+    assert out.replace("\u00a0", " ").split() == piped.split()
