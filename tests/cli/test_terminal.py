@@ -111,6 +111,21 @@ def test_a_narrow_terminal_still_keeps_words_whole():
     assert "stop_gradient" in result.stdout and os.linesep.join(["s", "t"]) not in result.stdout
 
 
+@pytest.mark.parametrize("text, wrapped", [
+    ("deep_sigmoid_vanishing  models/deep_sigmoid_vanishing.yaml",
+     "deep_sigmoid_vanishing\n  models/deep_sigmoid_vanishing.yaml"),
+    ("  reconstruction_loss_with_perceptual_term  0.267", "  reconstruction_loss_with_perceptual_term\n    0.267"),
+    ("  1. a_long_entry_name -> another_entry_name   -> loss",
+     "  1. a_long_entry_name ->\n     another_entry_name   -> loss"),
+])
+def test_a_line_wrapped_between_words_ends_at_its_last_word(text, wrapped):
+    # the blanks where it breaks go, all of them: none is left at the end of the line above
+    from rich.text import Text
+
+    from gradflow.cli.render.console import between_words
+    assert between_words(Text(text), 40).plain == wrapped
+
+
 @settings(max_examples=300, derandomize=True, deadline=None, database=None)
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40))
 def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):

@@ -122,19 +122,19 @@ def between_words(text: Text, width: int) -> Text:
         start, column = line_start, 0
         for word_start, word in words_of(line):
             taken = line_start + word_start + len(word) - start + (hang if start > line_start else 0)
-            if column and taken > width:
-                breaks.append((line_start + word_start - 1, hang))   # the space before the word
+            if column and taken > width:   # the spaces before the word: none is left at a line's end
+                breaks.append((line_start + column, line_start + word_start, hang))
                 start = line_start + word_start
             column = word_start + len(word)
     if not breaks:
         return text
-    parts = text.divide([k for position, _ in breaks for k in (position, position + 1)])
+    parts = text.divide([k for end, start, _ in breaks for k in (end, start)])
     out = Text()
     for k, part in enumerate(parts):
         if k % 2 == 0:
             out.append_text(part)
         else:
-            out.append("\n" + " " * breaks[k // 2][1])
+            out.append("\n" + " " * breaks[k // 2][2])
     return out
 
 
