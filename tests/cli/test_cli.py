@@ -295,10 +295,11 @@ def test_analyze_in_a_narrow_terminal_wraps_a_norm_range_whole_never_inside_it(m
     out = CliRunner().invoke(cli, ["analyze", "models/transformer.yaml"], env={"COLUMNS": "50", **TERMINAL}).output
     piped = CliRunner().invoke(cli, ["analyze", "models/transformer.yaml"]).output    # whole lines
 
-    def numbers(text):       # of the table below its header: none cut, as '0.0213..0.03' and '35'
-        body = text.split("─\n", 1)[1].split("cells:")[0]
+    def numbers(text):       # of the table below the header: none cut, as '0.0213..0.03' and '35'
+        body = text.split("nodes\n", 1)[1].split("cells:")[0]
         return [token for token in body.split() if token[0].isdigit() and not token.endswith("]")]
     assert numbers(out) == numbers(piped) and sum(".." in token for token in numbers(out)) >= 10
+    assert all(len(line) <= 50 for line in out.split("nodes\n", 1)[1].splitlines())   # a record per row
 
 
 def test_analyze_in_a_terminal_prints_each_finding_as_one_line_so_its_command_copies_whole(monkeypatch):

@@ -197,3 +197,58 @@ def test_a_leak_is_drawn_in_alarm_red_not_the_green_of_a_healthy_flow():
     flows = Pair("flows", 0.5, 0.5, 0.0, 0)
     assert cell([flows], "problem", Notes()).style == "red"
     assert cell([flows], "ok", Notes()).style == "green"
+
+
+# A long parameter name and a long loss name: no table of even one loss fits 60 columns.
+LONG_NAMES = """
+gradflow: 1
+inputs:
+  x: {shape: [4, 8]}
+params:
+  encoder.layers.0.self_attention.query.weight: {shape: [8, 8]}
+  decoder.out: {shape: [8, 8]}
+graph:
+  h: tanh(x @ encoder.layers.0.self_attention.query.weight)
+  y: h @ decoder.out
+  reconstruction_loss_with_perceptual_term: mean(square(y))
+  kl: mean(square(stop_gradient(h)))
+losses: [reconstruction_loss_with_perceptual_term, kl]
+"""
+TERMINAL = {"FORCE_COLOR": "1", "NO_COLOR": "1", "TERM": "xterm"}
+
+
+def on_terminal(columns: int, *args) -> str:
+    return CliRunner().invoke(cli, ["analyze", *map(str, args)], env={"COLUMNS": str(columns), **TERMINAL}).output
+
+
+def test_a_terminal_too_narrow_for_a_table_of_one_loss_gets_a_record_per_parameter(write_model):
+    path = write_model(LONG_NAMES)
+    out = on_terminal(80, path)
+    table = out.split("numeric, seed 0; 2 parameters, 128 values; 11 nodes\n")[1].split("cells:")[0]
+    assert table.splitlines() == [
+        "loss value",
+        "  reconstruction_loss_with_perceptual_term  0.267",
+        "  kl                                        0.268",
+        "encoder.layers.0.self_attention.query.weight  [8, 8]",
+        "  reconstruction_loss_with_perceptual_term  flows 0.563",
+        "  kl                                        blocked [1] (intended)",
+        "decoder.out  [8, 8]",
+        "  reconstruction_loss_with_perceptual_term  flows 0.359",
+        "  kl                                        unreachable",
+    ]
+    assert all(len(line) <= 80 for line in out.splitlines() if ": error: " not in line)   # a finding is a line
+    assert "─" not in out and "\n──────" in analyze(path)     # a pipe still gets the table, whole lines
+
+
+def test_records_on_a_terminal_too_narrow_for_aligned_cells_wrap_each_line_within_it(write_model):
+    path = write_model(LONG_NAMES)
+    out = on_terminal(44, path)
+    lines = out.split(" nodes\n")[1].split("cells:")[0].splitlines()
+    assert all(len(line) <= 44 for line in lines) and [line for line in lines if line != line.rstrip()] == []
+    assert "  kl  blocked [1] (intended)" in lines and "  reconstruction_loss_with_perceptual_term" in lines
+    assert lines.count("    flows 0.563") == 1
+
+
+def test_a_table_of_one_loss_that_fits_a_terminal_stays_a_table():
+    out = on_terminal(40, MODELS / "actor_critic.yaml")
+    assert "parameter    shape" in out and "actor.w      [8, 4]    flows 0.48" in out

@@ -6,8 +6,8 @@ Blocks the model asks for (asserted in expect:, outside a loss's wrt, a frozen
 parameter, or one another loss trains) are shown dim, not in alarm red. Repeated
 instances whose cells agree are one row (`block.{0..95}.w`) unless --expand.
 A pair that is not as intended is marked `!`; --problems keeps only the rows with
-one. Names are never split: a narrow terminal gets several tables, a pipe gets
-whole lines.
+one. Names are never split: a narrow terminal gets several tables, one too narrow for a
+table of even one loss beside the names a record per parameter, a pipe whole lines.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from rich import box
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -172,6 +173,24 @@ def loss_groups(report, body: list, width: int | None) -> list:
     return groups + [current]
 
 
+def records(report, body: list, width: int) -> list:
+    """The table as a record per row, for a terminal too narrow for a table with even one loss:
+    the row's name and shape, then a line per loss, its name and its cell, the cells in one
+    column where each line fits then (the loss value first, as the table has it)."""
+    names = [shown(loss.name) for loss in report.losses]
+    if report.model["mode"] == "numeric":
+        body = [(Text("loss value", style="dim"), "", [Text(number(l.value), style="dim") for l in report.losses]),
+                *body]
+    pad = max(cell_len(name) for name in names)
+    if 2 + pad + 2 + max(c.cell_len for _, _, cells in body for c in cells) > width:
+        pad = 0
+    lines = []
+    for name, shape, cells in body:
+        lines.append(name + (f"  {shape}" if shape else ""))
+        lines += [Text(f"  {loss}{' ' * (pad - cell_len(loss))}  ") + c for loss, c in zip(names, cells)]
+    return lines
+
+
 def legend(report, body: list, notes: Notes) -> str:
     """What the cells show, and only the marks that appear in them."""
     texts = [c.plain for _, _, cells in body for c in cells]
@@ -192,11 +211,16 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
     body = rows(report, notes, expand, problems)
     width = out.width if out.is_terminal else None
     if body:
-        for k, losses in enumerate(loss_groups(report, body, width)):
-            if k:
-                out.print()
-            t = table(report, losses, body)
-            emit(out, t, widths(out, t).minimum)      # a number or a word is never cut
+        tables = [table(report, losses, body) for losses in loss_groups(report, body, width)]
+        wholes = [widths(out, t).minimum for t in tables]    # a number or a word is never cut
+        if width is not None and max(wholes) > width:   # a name and a loss cannot share a line
+            for line in records(report, body, width):
+                out.print(line)
+        else:
+            for k, (t, whole) in enumerate(zip(tables, wholes)):
+                if k:
+                    out.print()
+                emit(out, t, whole)
         out.print(Text(legend(report, body, notes), style="dim"))
     elif problems:
         out.print(Text("every pair is as intended", style="green"))
