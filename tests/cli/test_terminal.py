@@ -126,6 +126,18 @@ def test_a_line_wrapped_between_words_ends_at_its_last_word(text, wrapped):
     assert between_words(Text(text), 40).plain == wrapped
 
 
+def test_a_place_stays_whole_as_a_line_wraps():
+    # '(line 24:9)' is one unit: never 'line' at the end of one line and '24:9)' on the next
+    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")],
+                             env={"COLUMNS": "40", "FORCE_COLOR": "1", "NO_COLOR": "1"}).output
+    notes = out.split("the notes below\n")[1].split("verdict:")[0]
+    assert "[3] blocked by argmin in code\n  (line 24:9), stop_gradient in\n  codebook_loss (line 29:36)\n" in notes
+    assert not re.search(r"\(line\n", out) and "\u00a0" not in out
+    why = CliRunner().invoke(cli, ["why", str(MODELS / "dead_relu.yaml"), "w1"],
+                             env={"COLUMNS": "40", "FORCE_COLOR": "1", "NO_COLOR": "1"}).output
+    assert why.startswith("w1 -> loss: zero\n  the gradient dies at relu in h\n    (line 19:6)\n")
+
+
 @settings(max_examples=300, derandomize=True, deadline=None, database=None)
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40))
 def test_shown_leaves_nothing_unsafe_and_keeps_safe_text(text):

@@ -110,11 +110,15 @@ def widths(out: Console, table):
     return Measurement.get(out, out.options.update_width(10 ** 4), table)
 
 
+# A place, '(line 12:7)': one unit as a line wraps, never 'line' at one line's end, '12:7)' at the next.
+PLACE = re.compile(r"\(line \d+:\d+\)")
+
+
 def between_words(text: Text, width: int) -> Text:
     """``text`` with its spaces turned into line breaks where a line would pass ``width``;
     continuation lines are indented under the first word after the line's own indent
     (and a `1. ` marker); a word longer than the width gets a line of its own, whole."""
-    plain, breaks = text.plain, []
+    plain, breaks = PLACE.sub(lambda place: place.group().replace(" ", "\u00a0"), text.plain), []
     for line_start, line in line_spans(plain):
         indent = len(line) - len(line.lstrip(" "))
         marker = re.match(r"\d+\. ", line[indent:])
