@@ -346,3 +346,10 @@ def test_why_in_a_narrow_terminal_keeps_each_cut_mark_whole_within_the_width():
     assert "     code [x argmin 24:9] -> z_q ->" in lines and "     commit_loss [x stop_gradient 30:34]" in lines
     piped = run("why", str(MODELS / "vq_vae.yaml"), "enc.w").output
     assert out.replace("\u00a0", " ").split() == piped.split()
+
+
+def test_graph_tree_on_a_colour_terminal_colours_the_labels_not_the_blanks_before_them():
+    out = CliRunner().invoke(cli, ["graph", str(MODELS / "dqn.yaml")], color=True,
+                             env={"COLUMNS": "100", "FORCE_COLOR": "1", "TERM": "xterm"}).output
+    assert "q_next  \x1b[31mx stop_gradient 37:14\x1b[0m" in out
+    assert "action \x1b[2m(input)\x1b[0m  \x1b[2m(no gradient)\x1b[0m" in out

@@ -104,12 +104,12 @@ def rows(root: str, inputs_of: dict, kinds, path: str | None, guides: tuple):
 
 
 def wrapped(label: list, width: int | None, first: int, rest: int) -> list:
-    """A label's (text, style) pieces in lines no wider than ``width`` (None: one line) where
-    a line can hold them, ``first`` and ``rest`` columns taken by the guides: broken between
-    units, inside a unit only when it cannot fit a line alone, never inside a word (a longer
-    word gets a line of its own, whole, as a name longer than the terminal does)."""
+    """A label's (separator, text, style) pieces in lines no wider than ``width`` (None: one
+    line) where a line can hold them, ``first`` and ``rest`` columns taken by the guides:
+    broken between units, inside a unit only when it cannot fit a line alone, never inside a
+    word (a longer word gets a line of its own, whole, as a name longer than the terminal)."""
     if width is None or rest >= width:   # a pipe, or guides as wide as the terminal: no room to wrap in
-        return [[(sep + text, style) for unit in label for sep, text, style in unit]]
+        return [[piece for unit in label for piece in unit]]
     from rich.cells import cell_len
     lines, used = [[]], first
 
@@ -118,17 +118,17 @@ def wrapped(label: list, width: int | None, first: int, rest: int) -> list:
         if lines[-1] and used + cell_len(sep + text) > width:
             lines.append([])
             used, sep = rest, ""
-        lines[-1].append((sep + text, style))
+        lines[-1].append((sep, text, style))
         used += cell_len(sep + text)
 
     for unit in label:
         length = cell_len("".join(sep + text for sep, text, _ in unit))
         alone = length - cell_len(unit[0][0])   # on a line of its own, without its separator
         if used + length <= width:
-            lines[-1] += [(sep + text, style) for sep, text, style in unit]
+            lines[-1] += unit
             used += length
         elif lines[-1] and rest + alone <= width:
-            lines.append([(unit[0][1], unit[0][2])] + [(sep + text, style) for sep, text, style in unit[1:]])
+            lines.append([("", *unit[0][1:]), *unit[1:]])
             used = rest + alone
         else:
             for sep, text, style in unit:
@@ -151,8 +151,8 @@ def tree(entries, edges, kinds, roots, no_color: bool, path: str | None = None) 
         for first, rest, label in rows(root, inputs_of, kinds, path, guides):
             for k, pieces in enumerate(wrapped(label, width, len(first), len(rest))):
                 line = Line(rest if k else first)
-                for text, style in pieces:
-                    line.append(text, style)
+                for sep, text, style in pieces:
+                    line.append(sep).append(text, style)
                 out.print(line, soft_wrap=True)
 
 
