@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, shape_text, text
+from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, operand, shape_text, text
 
 
 def permutation(c, order):
@@ -110,6 +110,28 @@ def identity(c):
     return Alias(c.args[0])
 
 
+def copy(c):
+    """``self.copy_(src)``: src, in self's kind and shape (what copy_ writes in place)."""
+    src, source = c.args[1], c.kinds.get(1)
+    if source != c.kind and not (source == "bool" and c.kind == "float"):
+        if c.kind != "float":
+            raise Unsupported(f"from {source} to {c.kind}")
+        src = f"{src} * 1.0"
+    if tuple(c.shapes[1]) != tuple(c.shape):
+        return f"broadcast_to({src}, {text(tuple(c.shape))})"
+    return Alias(src) if src == c.args[1] else src
+
+
+def fill(value):
+    """``self.fill_(value)``, ``self.zero_()``: value everywhere in self's shape."""
+    def handler(c):
+        if c.kind != "float":
+            raise Unsupported(f"of a {c.kind} tensor")
+        filled = c.args[1] if value is None else value
+        return f"broadcast_to({filled if isinstance(filled, str) else operand(float(filled))}, {text(tuple(c.shape))})"
+    return handler
+
+
 SHAPE_OPS = {
     "t": lambda c: f"transpose({c.args[0]})", "transpose": transpose,
     "permute": lambda c: permutation(c, c.args[1]),
@@ -118,6 +140,7 @@ SHAPE_OPS = {
     **{op: broadcast for op in ("expand", "expand_as", "broadcast_to")},
     "broadcast_tensors": broadcast_tensors,
     **{op: identity for op in ("contiguous", "clone", "alias", "lift_fresh_copy")},
+    "copy": copy, "fill": fill(None), "zero": fill(0.0),
     **{op: convert for op in ("to", "_to_copy", "type_as")},
     "cat": concat("concat"), "concat": concat("concat"), "stack": concat("stack"),
     "slice": slice_, "select": select, "index": index, "gather": gather,

@@ -3,7 +3,8 @@
 While export traces the user's code, the importer watches it: every graph node
 gets the user's source place, nodes made with gradient off get the place of the
 ``with`` that turned it off, and each custom ``torch.autograd.Function`` call is
-fenced by two marker ops so its inlined forward can be found and replaced.
+fenced by two marker ops so its inlined forward can be found and replaced. The
+user's ``.data`` is traced as a marked ``.detach()``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gradflow.importers.torch.places import (display, exit_call, frame_source, i
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
 BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
+DATA = "gradflow_data"         # node.meta key: the detach is the user's `.data`
+GRAD_OFF = "gradflow_grad_off" # node.meta key: made with gradient off (in a block export may not have kept)
 
 
 @torch.library.custom_op("gradflow::function_input", mutates_args=())
@@ -60,15 +63,20 @@ class Recorder:
     calls: list = field(default_factory=list)    # [FunctionCall]
     depth: int = 0                                # inside a Function's forward
     boundary: object = None                       # the importer's frame: user code runs below it
+    data: bool = False                            # inside the user's `.data`
 
     def stamp(self, node, target, args) -> None:
         source = user_source(3, self.boundary)
         if source is not None:
             node.meta[SOURCE] = source
+        if self.data:
+            node.meta[DATA] = True
         if target is torch._C._set_grad_enabled and args and args[0] is False:
             self.blocks.append(source)
-        elif self.depth == 0 and not torch.is_grad_enabled() and self.blocks:
-            node.meta[BLOCK] = len(self.blocks) - 1
+        elif self.depth == 0 and not torch.is_grad_enabled():
+            node.meta[GRAD_OFF] = True
+            if self.blocks:
+                node.meta[BLOCK] = len(self.blocks) - 1
 
 
 def stamping(recorder: Recorder):
@@ -117,19 +125,31 @@ def reentrant_checkpoint(run_function, preserve_rng_state, *args):
         return run_function(*args)
 
 
-def refusing_data():
-    """Tensor.data that refuses the user's own `.data`: export would trace it into a
-    silently wrong constant. torch's internal uses pass through."""
+def data_as_detach(recorder: Recorder):
+    """Tensor.data that traces the user's own `.data` as a marked `.detach()`: export would trace
+    it into a constant, and a write through it (`p.data.clamp_(-c, c)`) would change nothing.
+    The translator imports such writes and refuses any other use. Assigning `.data` export does
+    not record at all: refused here. torch's internal uses pass through."""
     base = torch._C.TensorBase.data
 
     def data(tensor):
+        if is_user_frame(sys._getframe(1)):
+            recorder.data = True
+            try:
+                return tensor.detach()
+            finally:
+                recorder.data = False
+        return base.__get__(tensor)
+
+    def set_data(tensor, value):
         caller = sys._getframe(1)
         if is_user_frame(caller):
             at = frame_source(caller)
-            raise ModelError("'.data' cannot be imported (export turns it into a constant); "
-                             "use '.detach()' to cut the gradient", display(at.path), at.line, at.col)
-        return base.__get__(tensor)
-    return property(data, base.__set__)
+            raise ModelError("assigning '.data' cannot be imported (export does not record it); write the new "
+                             "value in place instead: p.data.copy_(new), or p.copy_(new) under torch.no_grad()",
+                             display(at.path), at.line, at.col)
+        base.__set__(tensor, value)
+    return property(data, set_data)
 
 
 def inference_as_no_grad():
@@ -168,7 +188,7 @@ def watching(recorder: Recorder):
     amp_enter, amp_exit = autocast.__dict__["__enter__"], autocast.__dict__["__exit__"]
     torch.fx.Graph.create_node = stamping(recorder)
     torch.autograd.Function.apply = fencing(recorder, apply)
-    torch.Tensor.data = refusing_data()
+    torch.Tensor.data = data_as_detach(recorder)
     inference.__enter__, inference.__exit__ = inference_as_no_grad()
     autocast.__enter__, autocast.__exit__ = autocast_as_nothing()
     try:

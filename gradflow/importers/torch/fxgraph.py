@@ -2,8 +2,8 @@
 
 A node's aten name and how errors spell it, its output shape and kind (float, int,
 bool), whether its size depends on tensor values, which nodes an output depends on,
-and the views and in-place writes among them (an in-place write that a later read
-through another name would miss, as export leaves it).
+whether it is a view of its first argument or writes into it in place, and the
+graph of a grad-mode block. What the in-place writes change ``fxwrites.py`` reads.
 """
 
 from __future__ import annotations
@@ -12,17 +12,24 @@ import operator
 
 import torch
 
+NO_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
+
 
 def ancestors(graph) -> set:
     """The nodes the graph's output depends on."""
-    output = next(n for n in reversed(graph.nodes) if n.op == "output")
-    seen, stack = {output}, [output]
+    return needing(set(), next(n for n in reversed(graph.nodes) if n.op == "output"))
+
+
+def needing(needed: set, node) -> set:
+    """``needed`` (closed under dependence) with ``node`` and every node it depends on added."""
+    stack = [] if node in needed else [node]
+    needed.add(node)
     while stack:
         for parent in stack.pop().all_input_nodes:
-            if parent not in seen:
-                seen.add(parent)
+            if parent not in needed:
+                needed.add(parent)
                 stack.append(parent)
-    return seen
+    return needed
 
 
 def aliasing(node) -> bool:
@@ -45,34 +52,9 @@ def writes(node) -> bool:
     return info is not None and info.is_write and bool(node.args) and isinstance(node.args[0], torch.fx.Node)
 
 
-def stale_write(graph, needed: set):
-    """The first in-place write whose tensor a needed node reads again afterwards through another
-    name (its base, a view of it): export rewires only the written name's later uses to the write,
-    so the other reads see the value from before it."""
-    order = {node: i for i, node in enumerate(graph.nodes)}
-    for node in graph.nodes:
-        if not writes(node):
-            continue
-        root = node.args[0]
-        while aliasing(root) and isinstance(root.args[0], torch.fx.Node):
-            root = root.args[0]
-        names, stack = {root}, [root]
-        while stack:                        # the root and every view of it, however deep
-            for user in stack.pop().users:
-                if user not in names and aliasing(user) and user.args[0] in names:
-                    names.add(user)
-                    stack.append(user)
-        for name in names:
-            if any(user in needed and order[user] > order[node] and user not in names for user in name.users):
-                return node
-    return None
-
-
-def written_input(node, places: list):
-    """The placeholder that ``node`` is an in-place write chain into (p.clamp_(), p.mul_().add_()), or None."""
-    while isinstance(node, torch.fx.Node) and writes(node):
-        node = node.args[0]
-    return node if node in places else None
+def block_graph(node):
+    """The graph of a grad-mode block: ``wrap_with_set_grad_enabled(enabled, submodule, *args)``."""
+    return getattr(node.graph.owning_module, node.args[1].target).graph
 
 
 def data_dependent(node) -> bool:

@@ -4,7 +4,8 @@ Each aten node becomes one graph line at the user's source place (``aten.py``
 says which expression); a no_grad block's outputs are cut by ``no_grad`` at its
 ``with`` line; a custom Function call becomes what probing its backward found.
 Nodes no loss depends on are left out. What a node is (its aten name, shape,
-kind, views and in-place writes) ``fxgraph.py`` reads off the exported graph.
+kind, views and in-place writes) ``fxgraph.py`` and ``fxwrites.py`` read off
+the exported graph; ``rebind.py`` gives a tensor written in place its new value.
 """
 
 from __future__ import annotations
@@ -19,21 +20,22 @@ from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Imported, Line
 from gradflow.importers.torch.aten import OPS
 from gradflow.importers.torch.call import Alias, Call, Parts, Unsupported
-from gradflow.importers.torch.capture import BLOCK, SOURCE, function_input, function_output
+from gradflow.importers.torch.capture import SOURCE, function_input, function_output
 from gradflow.importers.torch.functions import classify
 from gradflow.importers.torch.fxgraph import (
-    ancestors, aten_text, data_dependent, in_place, kind_of, shape_of, stale_write, target_name, written_input,
+    NO_GRAD_HOP, ancestors, aten_text, block_graph, data_dependent, in_place, kind_of, shape_of, target_name,
 )
+from gradflow.importers.torch.fxwrites import cut_only, written_input
 from gradflow.importers.torch.leaves import Const, Leaves
 from gradflow.importers.torch.places import display
+from gradflow.importers.torch.rebind import Rebinding
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
-NO_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
                  "randint_like"}
 
 
-class Translator(Leaves):
+class Translator(Leaves, Rebinding):
     """Walks the exported graph in order, filling an ``Imported``."""
 
     def __init__(self, program, step, recorder, imported: Imported):
@@ -41,6 +43,9 @@ class Translator(Leaves):
         self.values = {}                    # fx node -> name | Const | Parts | tuple | Python value
         self.used = set(GRADFLOW_OPS) | set(ALIASES) | {"repeat", "True", "False", "None"}
         self.call_inputs = {}               # Function call index -> name of its input
+        self.block_wants = {}               # grad-mode block -> its placeholders whose new value is read after it
+        self.grad_mode = {}                 # fx graph -> is gradient on in it
+        self.block_updates = {}             # (no_grad block, placeholder) -> name of the input's new value
 
     # -- names and lines ---------------------------------------------------------------
     def unique(self, wanted: str) -> str:
@@ -97,22 +102,21 @@ class Translator(Leaves):
         at = self.step.source
         return ModelError(message, display(at.path), at.line, at.col)
 
-    def graph(self, graph, bound: dict) -> list:
-        """Translate one fx graph (the program's, or a no_grad block's); its output values.
-        Nodes no output depends on (buffer updates, export's own assertions) are skipped."""
+    def graph(self, graph, bound: dict, grad: bool = True, wanted=()) -> list:
+        """Translate one fx graph (the program's, or a grad-mode block's); its output values.
+        Nodes no output depends on (buffer updates, export's own assertions) are skipped, and so
+        are in-place writes whose new value nothing reads (nor the caller, for ``wanted``)."""
         needed = ancestors(graph)
-        write = stale_write(graph, needed)
-        if write is not None:
-            raise self.fail(write, f"unsupported in-place write ({aten_text(write.target)}) into a tensor that "
-                                   "is read again through another name (its base, a view of it, a parameter), "
-                                   "which export leaves reading the old value; build the new value with "
-                                   "torch.stack, torch.cat or torch.where instead")
+        after = self.plan_writes(graph, needed, bound, grad, wanted)
+        order = {node: i for i, node in enumerate(graph.nodes)}
         for node in graph.nodes:
             if node.op == "placeholder":
                 if node in bound:
                     self.values[node] = bound[node]
             elif node.op == "call_function" and node in needed:
                 self.values[node] = self.call(node)
+                for span in after.get(node, ()):
+                    self.rebind(span, grad, needed, order)
             elif node.op == "output":
                 return list(node.args[0])
         return []
@@ -134,6 +138,10 @@ class Translator(Leaves):
             return self.call_inputs[index]
         if target is function_output._opoverload:
             return self.function(node)
+        if target_name(target) == "detach" and cut_only(node, self.grad_mode[node.graph]):
+            # read only by writes (p.data.clamp_(), p.data.mul_(m).add_(q.data)) whose new value is
+            # cut where the written tensor is given it: no cut of its own
+            return self.values.get(node.args[0])
         if not isinstance(target, torch._ops.OpOverload):
             raise self.fail(node, f"unsupported call {getattr(target, '__name__', target)!r} in the exported graph")
         folded = self.fold(node)
@@ -219,14 +227,14 @@ class Translator(Leaves):
         raise self.fail(node, f"unsupported indexing of {source.name!r}")
 
     def no_grad_block(self, node):
-        enabled, submodule, *args = node.args
-        graph = getattr(self.program.graph_module, submodule.target).graph
+        enabled, _, *args = node.args
+        graph = block_graph(node)
         places = [n for n in graph.nodes if n.op == "placeholder"]
-        inner = self.graph(graph, {p: self.values.get(a, a) for p, a in zip(places, args)})
+        inner = self.graph(graph, {p: self.values.get(a, a) for p, a in zip(places, args)}, bool(enabled),
+                           self.block_wants.get(node, set()))
         if enabled:
             return tuple(self.values.get(n, n) for n in inner)
-        blocks = [n.meta[BLOCK] for n in graph.nodes if BLOCK in n.meta]
-        source = self.recorder.blocks[blocks[0]] if blocks else self.source_of(node)
+        source = self.block_source(node)
         outputs = []
         for n in inner:
             value = self.values.get(n, n)
@@ -238,6 +246,8 @@ class Translator(Leaves):
                 if isinstance(outer, str):
                     outputs.append(self.emit(node, f"{outer} + no_grad({value} - {outer})",
                                              f"{n.name}_updated", source))
+                    if value == self.values.get(written):   # its last write: what later reads want too
+                        self.block_updates[node, written] = outputs[-1]
                     continue
             carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
             # integer results (an argmax) carry no gradient anyway: no cut to report

@@ -1,0 +1,199 @@
+"""In-place writes as torch runs them: a tensor written in place is read afterwards with its new value,
+however it is named (itself, a view taken before, .detach(), .data), with gradient as torch's autograd
+gives it; a write that cannot be translated exactly is one located error."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gradflow.errors import ModelError
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+from gradflow.importers import import_python  # noqa: E402  (needs torch present)
+
+WRITTEN = """
+class Written(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 3))
+        self.lin = nn.Linear(4, 3)
+        self.target = nn.Linear(4, 3)
+        with torch.no_grad():
+            self.target.weight.mul_(3.0)
+
+    @torch.no_grad()
+    def clip(self):
+        self.w.clamp_(-0.1, 0.1)
+
+    def forward(self, x):
+%s
+
+
+def step():  # @def
+    torch.manual_seed(0)
+    return {"module": Written(), "inputs": (torch.randn(2, 4),)}
+"""
+
+# the loss's gradient into w depends on w's value: a read of the old value would show
+LOSS = "return {'loss': (x @ self.w).pow(2).sum() + self.lin(x).sum()}"
+
+FAITHFUL = {
+    "clamp": ["with torch.no_grad():  # @with", "    self.w.clamp_(-0.1, 0.1)  # @write", LOSS],
+    "mul_add": ["with torch.no_grad():  # @with", "    self.w.mul_(0.5).add_(0.25)  # @write", LOSS],
+    "copy": ["with torch.no_grad():  # @with", "    self.w.copy_(self.w.clamp(-0.1, 0.1))  # @write", LOSS],
+    "copy_broadcast": ["with torch.no_grad():  # @with", "    self.w.copy_(self.lin.bias)  # @write", LOSS],
+    "fill": ["with torch.no_grad():  # @with", "    self.w.fill_(0.3)  # @write", LOSS],
+    "zero": ["with torch.no_grad():  # @with", "    self.w.zero_()  # @write", LOSS],
+    "decorated": ["self.clip()  # @write", LOSS],
+    "init": ["nn.init.constant_(self.w, 0.3)  # @write", LOSS],
+    "detach_no_grad": ["with torch.no_grad():  # @with", "    self.w.detach().clamp_(-0.1, 0.1)  # @write", LOSS],
+    "data_no_grad": ["with torch.no_grad():  # @with", "    self.w.data.clamp_(-0.1, 0.1)  # @write", LOSS],
+    "detach": ["self.w.detach().clamp_(-0.1, 0.1)  # @write", LOSS],
+    "data": ["self.w.data.clamp_(-0.1, 0.1)  # @write", LOSS],
+    "data_loop": ["for p in self.parameters():", "    p.data.clamp_(-0.1, 0.1)  # @write", LOSS],
+    "view_before": ["wt = self.w.t()", "with torch.no_grad():  # @with", "    self.w.mul_(0.5)  # @write",
+                    "return {'loss': (wt @ x.t()).pow(2).sum() + self.lin(x).sum()}"],
+    "detach_before": ["d = self.w.detach()", "with torch.no_grad():  # @with", "    self.w.mul_(0.5)  # @write",
+                      "return {'loss': (x @ self.w).pow(2).sum() * d.sum()}"],
+    "read_before_and_after": ["a = x @ self.w", "with torch.no_grad():  # @with", "    self.w.mul_(0.5)  # @write",
+                              "return {'loss': (a * (x @ self.w)).sum()}"],
+    "detach_before_written": ["d = self.w.detach()", "with torch.no_grad():", "    self.w.mul_(0.5)",
+                              "d.clamp_(-0.1, 0.1)  # @write", LOSS],
+    "views_across_blocks": ["v = self.w[0]", "with torch.no_grad():", "    self.w.mul_(2.0)", "v2 = self.w[1]",
+                            "with torch.no_grad():  # @with", "    self.w.add_(1.0)  # @write",
+                            "return {'loss': (v * v2).sum() + (x @ self.w).pow(2).sum()}"],
+    "two_blocks": ["with torch.no_grad():", "    self.w.mul_(0.5)", "h = (x @ self.w).pow(2).sum()",
+                   "with torch.no_grad():  # @with", "    self.w.add_(1.0)  # @write",
+                   "return {'loss': h + (x @ self.w).pow(2).sum()}"],
+    "ema_data": ["for pt, po in zip(self.target.parameters(), self.lin.parameters()):",
+                 "    pt.data.mul_(0.5).add_(po.data, alpha=0.5)  # @write",
+                 "return {'loss': (self.lin(x) * self.target(x)).sum()}"],
+    "sync_data": ["for pt, po in zip(self.target.parameters(), self.lin.parameters()):",
+                  "    pt.data.copy_(po.data)  # @write",
+                  "return {'loss': (self.lin(x) * self.target(x)).sum()}"],
+    "ema_no_grad_data": ["with torch.no_grad():  # @with",
+                         "    for pt, po in zip(self.target.parameters(), self.lin.parameters()):",
+                         "        pt.copy_(0.5 * pt + 0.5 * po.data)  # @write",
+                         "return {'loss': (self.lin(x) * self.target(x)).sum()}"],
+}
+
+
+def written(step_file, lines):
+    return step_file(WRITTEN % "\n".join(" " * 8 + line for line in lines))
+
+
+def torch_loss(path: str) -> float:
+    """The loss torch computes on a fresh float64 copy of the step (its writes run as they are)."""
+    from gradflow.importers.torch.target import load_step
+    step = load_step(path, "step")
+    return step.module.double()(*[t.double() for t in step.inputs])["loss"].item()
+
+
+@pytest.mark.parametrize("case", list(FAITHFUL))
+def test_a_parameter_written_in_place_is_read_with_its_new_value_and_keeps_its_gradient_as_torch(
+        step_file, same_as_torch, case):
+    import gradflow
+    path, _ = written(step_file, FAITHFUL[case])
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
+    same_as_torch(report, path, "step")
+
+
+@pytest.mark.parametrize("case, op, marker", [
+    ("clamp", "no_grad", "with"), ("detach_no_grad", "no_grad", "with"), ("data_no_grad", "no_grad", "with"),
+    ("detach", "stop_gradient", "write"), ("data", "stop_gradient", "write"),
+    ("view_before", "no_grad", "with"), ("init", "no_grad", "write"),
+])
+def test_the_written_parameter_gets_its_new_value_through_the_cut_the_user_wrote(step_file, case, op, marker):
+    path, line_of = written(step_file, FAITHFUL[case])
+    imported = import_python(f"{path}:step")
+    (update,) = [line for line in imported.graph if line.expr.startswith(f"w + {op}(")]
+    assert update.source.line == line_of(marker)
+    # after the update nothing reads w but through it, and the user's .detach() / .data is that one cut
+    reads = [i for i, line in enumerate(imported.graph) if "w" in re.findall(r"[\w.]+", line.expr)]
+    assert max(reads) == imported.graph.index(update)
+    assert not [line for line in imported.graph if line.expr.startswith("stop_gradient(")]
+
+
+def test_a_view_taken_before_a_write_into_its_base_reads_the_new_value_as_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class BaseView(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)
+            y = h.t()
+            h.relu_()                     # y is a view of h: it reads relu(h), and its gradient
+            return {"loss": (y * 2).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": BaseView(), "inputs": (torch.randn(2, 4),)}
+    """)
+    import gradflow
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
+    same_as_torch(report, path, "step")
+
+
+PARTIAL = {
+    "row": (["with torch.no_grad():", "    self.w[0].mul_(0.5)  # @write", LOSS], 13, "aten.mul_.Tensor"),
+    "slice": (["with torch.no_grad():", "    self.w[:, :2] = 0.0  # @write", LOSS], 13, "aten.fill_.Tensor"),
+    "data_row": (["self.w.data[0].zero_()  # @write", LOSS], 9, "aten.zero_.default"),
+}
+
+
+@pytest.mark.parametrize("case", list(PARTIAL))
+def test_a_write_into_part_of_a_parameter_read_again_is_refused_at_the_write(step_file, case):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    lines, col, op = PARTIAL[case]
+    path, line_of = written(step_file, lines)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:step")
+    e = caught.value
+    assert (e.line, e.col) == (line_of("write"), col)
+    assert e.message.startswith(f"unsupported in-place write ({op}) into part of parameter 'w', which is read "
+                                "again afterwards")
+    assert "write all of it instead" in e.message
+    result = CliRunner().invoke(cli, ["check", f"{path}:step"])
+    assert result.exit_code == 2
+    assert result.stderr == f"{path}:{line_of('write')}:{col}: error: {e.message}\n"
+
+
+@pytest.mark.parametrize("lines, col, message", [
+    # with gradient on, torch itself refuses to write into a leaf that requires grad
+    (["self.w.clamp_(-0.1, 0.1)  # @write", LOSS], 9,
+     "torch.export could not capture the step: RuntimeError: a leaf Variable that requires grad is being used "
+     "in an in-place operation."),
+    (["self.w.data = self.w.data.clamp(-0.1, 0.1)  # @write", LOSS], 9,
+     "assigning '.data' cannot be imported (export does not record it); write the new value in place instead"),
+    (["self.w.data = torch.ones(4, 3)  # @write", LOSS], 9, "assigning '.data' cannot be imported"),
+    (["return {'loss': (x @ self.w.data).sum() + self.lin(x).sum()}  # @write"], 30,
+     "'.data' cannot be imported (export turns it into a constant); use '.detach()' to cut the gradient"),
+])
+def test_what_torch_or_gradflow_cannot_run_is_one_located_error_at_its_line(step_file, lines, col, message):
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    path, line_of = written(step_file, lines)
+    result = CliRunner().invoke(cli, ["check", f"{path}:step"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"{path}:{line_of('write')}:{col}: error: {message}")
+
+
+def test_an_update_nothing_reads_afterwards_is_left_out(step_file):
+    path, _ = written(step_file, ["h = (x @ self.w).pow(2).sum()", "with torch.no_grad():",
+                                  "    self.w.copy_(torch.ones(4, 3))", "    self.w[0] = 0.0",
+                                  "return {'loss': h}"])
+    imported = import_python(f"{path}:step")
+    assert [line.expr for line in imported.graph] == ["x @ w", "matmul_0 ** 2", "sum(pow_1)"]
