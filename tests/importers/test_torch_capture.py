@@ -64,6 +64,27 @@ def test_import_detach_is_stop_gradient_and_no_grad_is_cut_at_the_with_line(step
     assert imported.source.line == line_of("def")
 
 
+def test_a_tensor_made_in_forward_is_a_constant_not_a_stop_the_user_never_wrote(step_file):
+    # export traces torch.tensor(2.0) as lift_fresh_copy then detach_: that detach is export's
+    path, _ = step_file("""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return {"loss": (self.lin(x) * torch.tensor(2.0)).sum() + self.lin.bias @ torch.tensor([1.0, 3.0])}
+
+
+    def step():
+        return {"module": Scaled(), "inputs": (torch.randn(4, 3),)}
+    """)
+    imported = import_python(f"{path}:step")
+    assert not [line.expr for line in imported.graph if "stop_gradient" in line.expr]
+    result = run_cli("check", f"{path}:step")
+    assert result.exit_code == 0 and "GF106" not in result.output, result.output
+
+
 def test_import_yaml_carries_source_places_relative_to_the_model_folder(step_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # a project that keeps its imported models in out/
     path, line_of = step_file(GAN)
