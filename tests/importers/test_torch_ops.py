@@ -397,6 +397,34 @@ def test_import_rsub_alpha_and_avg_pool_divisor_override_give_torch_autograd_gra
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
 
 
+def test_import_lerp_with_a_number_or_a_tensor_weight_and_in_place_gives_torch_autograd_gradients(
+        step_file, same_as_torch):
+    path, _ = step_file("""
+    class Lerp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.online = nn.Linear(4, 3)
+            self.target = nn.Linear(4, 3)
+            self.w = nn.Parameter(torch.rand(3))
+
+        def forward(self, x):
+            with torch.no_grad():   # an EMA target network, as BYOL and DINO write it
+                for t, o in zip(self.target.parameters(), self.online.parameters()):
+                    t.lerp_(o, 0.1)
+            h, g = self.online(x), self.target(x)
+            return {"byol": (h - g).square().sum(),
+                    "mix": torch.lerp(h, h.square(), self.w).sum() + torch.lerp(h, g, 0.75).pow(3).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Lerp(), "inputs": (torch.randn(5, 4),)}
+    """)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.status("target.weight", "byol") == "flows"   # the leaf keeps its gradient, as in torch
+    same_as_torch(report, path, "step")
+
+
 @pytest.mark.parametrize("code, says", [
     ("F.max_pool2d(x, 2, dilation=2).sum()", "aten.max_pool2d.default with dilation=[2, 2]"),
     ("F.max_pool2d(x, 2, 1, 0, (1, 2)).sum()", "aten.max_pool2d.default with dilation=[1, 2]"),

@@ -241,6 +241,7 @@ OPS = {
     "clamp_max": lambda c: f"clip({c.args[0]}, None, {text(c.args[1])})",
     "add": binary("+"), "sub": binary("-"), "rsub": binary("r-"), "mul": binary("*"), "div": div,
     "pow": binary("**"), "maximum": compare("maximum"), "minimum": compare("minimum"),
+    "lerp": lambda c: f"{c.args[0]} + {text(c.args[2])} * ({c.args[1]} - {c.args[0]})",   # torch's gradients too
     "gt": compare("greater"), "lt": compare("less"), "ge": compare("greater_equal"),
     "le": compare("less_equal"), "eq": compare("equal"), "ne": compare("not_equal"),
     "where": lambda c: f"where({text(c.args[0])}, {operand(c.args[1])}, {operand(c.args[2])})",
