@@ -169,6 +169,17 @@ def test_a_write_into_part_of_a_parameter_read_again_is_refused_at_the_write(ste
     assert result.stderr == f"{path}:{line_of('write')}:{col}: error: {e.message}\n"
 
 
+def test_a_write_through_a_transposed_view_of_a_parameter_read_again_says_view_not_part(step_file):
+    lines = ["wt = self.w.t()", "with torch.no_grad():", "    wt.mul_(0.5)  # @write", LOSS]
+    path, line_of = written(step_file, lines)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:step")
+    e = caught.value
+    assert (e.line, e.col) == (line_of("write"), 13)
+    assert e.message.startswith("unsupported in-place write (aten.mul_.Tensor) into parameter 'w' through a view "
+                                "of it") and "part of" not in e.message
+
+
 @pytest.mark.parametrize("lines, col, message", [
     # with gradient on, torch itself refuses to write into a leaf that requires grad
     (["self.w.clamp_(-0.1, 0.1)  # @write", LOSS], 9,

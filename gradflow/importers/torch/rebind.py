@@ -12,9 +12,11 @@ are taken again. A write into part of a tensor read again is refused where it is
 
 from __future__ import annotations
 
+import math
+
 from gradflow.errors import ModelError
 from gradflow.importers.torch.capture import BLOCK, DATA, GRAD_OFF
-from gradflow.importers.torch.fxgraph import aten_text, block_graph, writes
+from gradflow.importers.torch.fxgraph import aten_text, block_graph, shape_of, writes
 from gradflow.importers.torch.fxwrites import (
     block_alias, cut_only, live_writes, made_from, stale_views, stale_write, writes_in,
 )
@@ -55,6 +57,11 @@ class Rebinding:
         what = aten_text(write.at.target)
         value = bound.get(write.root, self.values.get(write.root))
         if isinstance(value, str) and any(p.name == value for p in self.out.params):
+            if math.prod(shape_of(write.at.args[0]) or ()) == math.prod(shape_of(write.root) or ()):
+                return self.fail(write.at, f"unsupported in-place write ({what}) into parameter {value!r} through "
+                                           "a view of it (a transpose, a reshape), which is read again afterwards "
+                                           "and export leaves reading its old value; write into the parameter "
+                                           "itself instead")
             return self.fail(write.at, f"unsupported in-place write ({what}) into part of parameter {value!r}, "
                                        "which is read again afterwards and export leaves reading its old value; "
                                        "write all of it instead, as in p.copy_(torch.where(mask, new, p))")
