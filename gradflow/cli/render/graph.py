@@ -84,9 +84,9 @@ def units(edge, kinds, repeated: bool, path: str | None = None) -> list:
 
 
 def rows(root: str, inputs_of: dict, kinds, path: str | None, guides: tuple):
-    """(guides of a label's first line, of its other lines, its units) for the root (a loss)
-    and what it depends on, depth first in the order the model uses it; an entry already
-    drawn is marked (above), not expanded again."""
+    """(guides of a label's first line, of its other lines, as wide as those, its units) for
+    the root (a loss) and what it depends on, depth first in the order the model uses it; an
+    entry already drawn is marked (above), not expanded again."""
     space, down, fork, end = guides
     yield "", "", [[("", shown(root), "bold")], [(" ", "(loss)", "")]]
     seen, stack = {root}, [(inputs_of.get(root, []), 0, "")]
@@ -103,21 +103,21 @@ def rows(root: str, inputs_of: dict, kinds, path: str | None, guides: tuple):
             stack.append((inputs_of.get(e.src, []), 0, below))
 
 
-def wrapped(label: list, width: int | None, first: int, rest: int) -> list:
+def wrapped(label: list, width: int | None, guides: int) -> list:
     """A label's (separator, text, style) pieces in lines no wider than ``width`` (None: one
-    line) where a line can hold them, ``first`` and ``rest`` columns taken by the guides:
+    line) where a line can hold them, ``guides`` columns on each taken by the tree's guides:
     broken between units, inside a unit only when it cannot fit a line alone, never inside a
     word (a longer word gets a line of its own, whole, as a name longer than the terminal)."""
-    if width is None or rest >= width:   # a pipe, or guides as wide as the terminal: no room to wrap in
+    if width is None or guides >= width:   # a pipe, or guides as wide as the terminal: no room to wrap in
         return [[piece for unit in label for piece in unit]]
     from rich.cells import cell_len
-    lines, used = [[]], first
+    lines, used = [[]], guides
 
     def put(sep: str, text: str, style: str) -> None:
         nonlocal used
         if lines[-1] and used + cell_len(sep + text) > width:
             lines.append([])
-            used, sep = rest, ""
+            used, sep = guides, ""
         lines[-1].append((sep, text, style))
         used += cell_len(sep + text)
 
@@ -127,12 +127,12 @@ def wrapped(label: list, width: int | None, first: int, rest: int) -> list:
         if used + length <= width:
             lines[-1] += unit
             used += length
-        elif lines[-1] and rest + alone <= width:
+        elif lines[-1] and guides + alone <= width:
             lines.append([("", *unit[0][1:]), *unit[1:]])
-            used = rest + alone
+            used = guides + alone
         else:
             for sep, text, style in unit:
-                for k, word in enumerate([text] if rest + cell_len(text) <= width else text.split(" ")):
+                for k, word in enumerate([text] if guides + cell_len(text) <= width else text.split(" ")):
                     put(sep if k == 0 else " ", word, style)
     return lines
 
@@ -149,7 +149,7 @@ def tree(entries, edges, kinds, roots, no_color: bool, path: str | None = None) 
     guides = GUIDES[(getattr(out.file, "encoding", None) or "utf-8").lower().startswith("utf")]
     for root in roots:
         for first, rest, label in rows(root, inputs_of, kinds, path, guides):
-            for k, pieces in enumerate(wrapped(label, width, len(first), len(rest))):
+            for k, pieces in enumerate(wrapped(label, width, len(rest))):
                 line = Line(rest if k else first)
                 for sep, text, style in pieces:
                     line.append(sep).append(text, style)
