@@ -348,6 +348,13 @@ def test_why_in_a_narrow_terminal_keeps_each_cut_mark_whole_within_the_width():
     assert out.replace("\u00a0", " ").split() == piped.split()
 
 
+def test_why_on_a_terminal_writes_the_spaces_that_hold_a_cut_mark_together_as_plain_spaces():
+    # a mark copied from the terminal, '[x stop_gradient 29:36]', must match what a pipe prints
+    for columns in (40, 200):
+        out = on_terminal(columns, "why", str(MODELS / "vq_vae.yaml"), "enc.w")
+        assert "\u00a0" not in out and "codebook_loss [x stop_gradient 29:36]" in " ".join(out.split())
+
+
 def test_graph_tree_on_a_colour_terminal_colours_the_labels_not_the_blanks_before_them():
     out = CliRunner().invoke(cli, ["graph", str(MODELS / "dqn.yaml")], color=True,
                              env={"COLUMNS": "100", "FORCE_COLOR": "1", "TERM": "xterm"}).output

@@ -112,13 +112,16 @@ def widths(out: Console, table):
 
 # A place, '(line 12:7)': one unit as a line wraps, never 'line' at one line's end, '12:7)' at the next.
 PLACE = re.compile(r"\(line \d+:\d+\)")
+NO_BREAK = "\u00a0"
 
 
 def between_words(text: Text, width: int) -> Text:
     """``text`` with its spaces turned into line breaks where a line would pass ``width``;
     continuation lines are indented under the first word after the line's own indent
-    (and a `1. ` marker); a word longer than the width gets a line of its own, whole."""
-    plain, breaks = PLACE.sub(lambda place: place.group().replace(" ", "\u00a0"), text.plain), []
+    (and a `1. ` marker); a word longer than the width gets a line of its own, whole.
+    A no-break space (a renderer's, or one in a place) holds its words together and is
+    written as a space: what is copied from the terminal is what a pipe gets."""
+    plain, breaks = PLACE.sub(lambda place: place.group().replace(" ", NO_BREAK), text.plain), []
     for line_start, line in line_spans(plain):
         indent = len(line) - len(line.lstrip(" "))
         marker = re.match(r"\d+\. ", line[indent:])
@@ -130,7 +133,7 @@ def between_words(text: Text, width: int) -> Text:
                 breaks.append((line_start + column, line_start + word_start, hang))
                 start = line_start + word_start
             column = word_start + len(word)
-    if not breaks:
+    if not breaks and NO_BREAK not in text.plain:
         return text
     parts = text.divide([k for end, start, _ in breaks for k in (end, start)])
     out = Text()
@@ -139,6 +142,7 @@ def between_words(text: Text, width: int) -> Text:
             out.append_text(part)
         else:
             out.append("\n" + " " * breaks[k // 2][2])
+    out.plain = out.plain.replace(NO_BREAK, " ")   # as long as before: the styles stay where they were
     return out
 
 

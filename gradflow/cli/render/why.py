@@ -6,10 +6,8 @@ from rich.text import Text
 
 from gradflow.analysis.paths import places
 from gradflow.cli.escape import shown
-from gradflow.cli.render.console import console
+from gradflow.cli.render.console import NO_BREAK, console
 from gradflow.cli.render.table import STYLE
-
-NO_BREAK = "\u00a0"
 
 
 def render(param: str, results, no_color: bool, model_path: str | None = None, frozen: bool = False) -> None:
