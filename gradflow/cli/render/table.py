@@ -212,7 +212,8 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
     width = out.width if out.is_terminal else None
     if body:
         tables = [table(report, losses, body) for losses in loss_groups(report, body, width)]
-        wholes = [widths(out, t).minimum for t in tables]    # a number or a word is never cut
+        # a number or a word is never cut; measured for a terminal only, a pipe gets whole lines
+        wholes = [None if width is None else widths(out, t).minimum for t in tables]
         if width is not None and max(wholes) > width:   # a name and a loss cannot share a line
             for line in records(report, body, width):
                 out.print(line)
