@@ -17,19 +17,25 @@ NO_GRAD_HOP = torch.ops.higher_order.wrap_with_set_grad_enabled
 
 def ancestors(graph) -> set:
     """The nodes the graph's output depends on."""
-    return needing(set(), next(n for n in reversed(graph.nodes) if n.op == "output"))
+    needed = set()
+    needing(needed, next(n for n in reversed(graph.nodes) if n.op == "output"))
+    return needed
 
 
-def needing(needed: set, node) -> set:
-    """``needed`` (closed under dependence) with ``node`` and every node it depends on added."""
-    stack = [] if node in needed else [node]
+def needing(needed: set, node) -> list:
+    """Adds ``node`` and every node it depends on to ``needed`` (closed under dependence); the
+    nodes it added."""
+    if node in needed:
+        return []
     needed.add(node)
+    added, stack = [node], [node]
     while stack:
         for parent in stack.pop().all_input_nodes:
             if parent not in needed:
                 needed.add(parent)
+                added.append(parent)
                 stack.append(parent)
-    return needed
+    return added
 
 
 def aliasing(node) -> bool:

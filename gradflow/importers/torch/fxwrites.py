@@ -162,15 +162,19 @@ def live_writes(graph, needed: set, found: list, wanted=()) -> list:
     by what computes them."""
     spans = spans_of(graph, found)
     end = len(graph.nodes)
-    live, more = set(), True
-    while more:   # what computes a live write may read a root after an earlier write
-        more = False
-        for i, span in enumerate(spans):
-            if i not in live and ((span.write.root in wanted and span.last == end)
-                                  or any(user in needed for _, user in span.reads)):
-                live.add(i)
-                needing(needed, span.write.node)
-                more = True
+    readers = {}   # node -> the spans whose new value it reads
+    for i, span in enumerate(spans):
+        for _, user in span.reads:
+            readers.setdefault(user, []).append(i)
+    live = {i for i, span in enumerate(spans) if span.write.root in wanted and span.last == end}
+    live.update(i for user, read in readers.items() if user in needed for i in read)
+    stack = list(live)
+    while stack:   # what computes a live write may read a root after an earlier write
+        for node in needing(needed, spans[stack.pop()].write.node):
+            for i in readers.get(node, ()):
+                if i not in live:
+                    live.add(i)
+                    stack.append(i)
     return [span for i, span in enumerate(spans) if i in live]
 
 
