@@ -85,6 +85,28 @@ def test_a_tensor_made_in_forward_is_a_constant_not_a_stop_the_user_never_wrote(
     assert result.exit_code == 0 and "GF106" not in result.output, result.output
 
 
+def test_a_detach_the_user_wrote_of_a_buffer_stays_a_cut_that_gf106_finds_redundant(step_file):
+    # only export's detach_ of torch.tensor(...) is folded away; the user's own .detach() is an explicit cut
+    path, line_of = step_file("""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+            self.register_buffer("scale", torch.ones(2))
+
+        def forward(self, x):
+            return {"loss": (self.lin(x) * self.scale.detach()).sum()}  # @detach
+
+
+    def step():
+        return {"module": Scaled(), "inputs": (torch.randn(4, 3),)}
+    """)
+    imported = import_python(f"{path}:step")
+    assert [line.expr for line in imported.graph if "stop_gradient" in line.expr] == ["stop_gradient(scale)"]
+    result = run_cli("check", f"{path}:step")
+    assert f"{path}:{line_of('detach')}:" in result.output and "GF106" in result.output, result.output
+
+
 def test_import_yaml_carries_source_places_relative_to_the_model_folder(step_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # a project that keeps its imported models in out/
     path, line_of = step_file(GAN)

@@ -201,8 +201,9 @@ class Translator(Leaves, Rebinding):
         if packet in CONSTANT_LIKE:
             val = node.meta.get("val")
             return Const(node.target(torch.zeros(val.shape, dtype=val.dtype), *node.args[1:], **node.kwargs), node.name)
-        if packet in ("detach", "detach_") and isinstance(self.values.get(node.args[0]), Const):
-            return self.values[node.args[0]]   # torch.tensor(2.0) in forward is export's detach_ of a constant
+        if packet == "detach_" and target_name(node.args[0].target) == "lift_fresh_copy":
+            # torch.tensor(2.0) in forward is export's lift_fresh_copy then detach_: no cut the user wrote
+            return self.values.get(node.args[0])
         if packet == "detach" or in_place(packet) or not all(isinstance(self.values.get(a), Const) for a in inputs):
             return None
         args = torch.fx.node.map_arg(node.args, lambda a: self.values[a].value)
