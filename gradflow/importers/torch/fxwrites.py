@@ -67,14 +67,13 @@ def path_to_base(node) -> list:
 
 @dataclass(frozen=True)
 class Write:
-    """An in-place write as the graph holding it sees it: ``node`` writes into ``target``, whose
-    memory is ``root``'s: all of it (``target`` is ``root``, its .detach(), .data, a write into
-    it) or, through a view, part of it. ``node`` is an aten write, or a grad-mode block writing
-    into its argument ``target``: then ``place`` is the block's placeholder written into. ``at``
-    is the aten write itself (inside the block for a block), where errors point; ``detach`` the
-    .detach() / .data on the way from ``target`` to ``root``, if any."""
+    """An in-place write as the graph holding it sees it: ``node`` writes into a tensor whose
+    memory is ``root``'s: all of it (``root`` itself, its .detach(), .data, a write into it) or,
+    through a view, part of it. ``node`` is an aten write, or a grad-mode block writing into one
+    of its arguments: then ``place`` is the block's placeholder written into. ``at`` is the aten
+    write itself (inside the block for a block), where errors point; ``detach`` the .detach() /
+    .data on the way from what is written to ``root``, if any."""
     node: torch.fx.Node
-    target: torch.fx.Node
     root: torch.fx.Node
     whole: bool
     at: torch.fx.Node
@@ -89,7 +88,7 @@ def writes_in(graph) -> list:
     for node in graph.nodes:
         if writes(node):
             root, whole, detach = base_of(node.args[0], bases)
-            found.append(Write(node, node.args[0], root, whole, node, detach=detach))
+            found.append(Write(node, root, whole, node, detach=detach))
         elif node.op == "call_function" and node.target is NO_GRAD_HOP:
             found.extend(block_writes(node, bases))
         written = block_alias(node)
@@ -122,7 +121,7 @@ def block_writes(node, bases: dict) -> list:
         if isinstance(arg, torch.fx.Node):
             root, whole, detach = base_of(arg, bases)
             at = next((w.at for w in inside if not w.whole), inside[-1].at)
-            found.append(Write(node, arg, root, whole and all(w.whole for w in inside), at, place, detach))
+            found.append(Write(node, root, whole and all(w.whole for w in inside), at, place, detach))
     return found
 
 
