@@ -189,13 +189,19 @@ def stale_write(graph, needed: set, found: list):
     name's later uses to the write, so the other reads see the value from before it. A write
     into all of a tensor is not stale: the translator gives its root the new value."""
     order = {node: i for i, node in enumerate(graph.nodes)}
+    last_reads = {}   # root -> (where a needed node last reads it through the name, the name), latest first
     for write in found:
         if write.whole:
             continue
-        names = family(write.root)
-        for name in names - family(write.node):   # what it wrote, and names made of that, are new
-            if any(user in needed and order[user] > order[write.node] and user not in names for user in name.users):
-                return write
+        if write.root not in last_reads:   # once per root, however many writes into its parts
+            names = family(write.root)
+            last_reads[write.root] = sorted(
+                ((max((order[user] for user in name.users if user in needed and user not in names), default=-1),
+                  order[name], name) for name in names), key=lambda read: read[:2], reverse=True)
+        new = family(write.node)   # what it wrote, and names made of that, are new
+        last = next(at for at, _, name in last_reads[write.root] if name not in new)
+        if last > order[write.node]:
+            return write
     return None
 
 
