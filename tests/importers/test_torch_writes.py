@@ -113,6 +113,7 @@ def test_the_written_parameter_gets_its_new_value_through_the_cut_the_user_wrote
     imported = import_python(f"{path}:step")
     (update,) = [line for line in imported.graph if line.expr.startswith(f"w + {op}(")]
     assert update.source.line == line_of(marker)
+    assert update.targets == ("w_updated",)   # the written tensor's name, which a finding may quote
     # after the update nothing reads w but through it, and the user's .detach() / .data is that one cut
     reads = [i for i, line in enumerate(imported.graph) if "w" in re.findall(r"[\w.]+", line.expr)]
     assert max(reads) == imported.graph.index(update)
@@ -200,6 +201,18 @@ def test_what_torch_or_gradflow_cannot_run_is_one_located_error_at_its_line(step
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"{path}:{line_of('write')}:{col}: error: {message}")
+
+
+def test_a_redundant_no_grad_around_a_write_into_an_input_is_named_after_the_input(step_file):
+    path, line_of = written(step_file, ["with torch.no_grad():  # @with", "    x.mul_(2.0)",
+                                        "    x.add_(1.0)", LOSS])
+    imported = import_python(f"{path}:step")
+    assert [line.targets for line in imported.graph if "no_grad(" in line.expr] == [("x_updated",)]
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    result = CliRunner().invoke(cli, ["check", f"{path}:step"])
+    assert f"{path}:{line_of('with')}:9: warning: no_grad in x_updated cuts no parameter" in result.output
 
 
 def test_an_update_nothing_reads_afterwards_is_left_out(step_file):

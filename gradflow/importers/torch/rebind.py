@@ -13,6 +13,7 @@ are taken again. A write into part of a tensor read again is refused where it is
 from __future__ import annotations
 
 import math
+import re
 
 from gradflow.errors import ModelError
 from gradflow.importers.torch.capture import BLOCK, DATA, GRAD_OFF
@@ -99,9 +100,9 @@ class Rebinding:
         if isinstance(old, Const):   # a constant (a buffer) has no gradient to keep
             if isinstance(new, Const):
                 return new
-            return self.emit(write.at, f"{op}({self.tensor_name(new)})", f"{write.at.name}_updated", source)
+            return self.emit(write.at, f"{op}({self.tensor_name(new)})", updated(old.name or old.wanted), source)
         new = self.tensor_name(new)
-        return self.emit(write.at, f"{old} + {op}({new} - {old})", f"{write.at.name}_updated", source)
+        return self.emit(write.at, f"{old} + {op}({new} - {old})", updated(old), source)
 
     def tensor_name(self, value) -> str:
         return self.constant_input(value) if isinstance(value, Const) else value
@@ -111,3 +112,9 @@ class Rebinding:
         # a placeholder carries the meta of what it stands for, made in an earlier block maybe
         blocks = [n.meta[BLOCK] for n in block_graph(node).nodes if BLOCK in n.meta and n.op == "call_function"]
         return self.recorder.blocks[blocks[0]] if blocks else self.source_of(node)
+
+
+def updated(name: str) -> str:
+    """The name of a tensor's value after an in-place write: the tensor's own (``h_updated`` for
+    ``h.mul_(2)``, not the op's), once however often it is written (``unique`` numbers repeats)."""
+    return re.sub(r"(_updated(_0(_\d+)?)?)+$", "", name) + "_updated"

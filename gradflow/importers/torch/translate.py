@@ -28,7 +28,7 @@ from gradflow.importers.torch.fxgraph import (
 from gradflow.importers.torch.fxwrites import cut_only, written_input
 from gradflow.importers.torch.leaves import Const, Leaves
 from gradflow.importers.torch.places import display
-from gradflow.importers.torch.rebind import Rebinding
+from gradflow.importers.torch.rebind import Rebinding, updated
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
@@ -248,7 +248,7 @@ class Translator(Leaves, Rebinding):
                 outer = self.values.get(args[places.index(written)])
                 if isinstance(outer, str):
                     outputs.append(self.emit(node, f"{outer} + no_grad({value} - {outer})",
-                                             f"{n.name}_updated", source))
+                                             updated(outer), source))
                     if value == self.values.get(written):   # its last write: what later reads want too
                         self.block_updates[node, written] = outputs[-1]
                     continue
