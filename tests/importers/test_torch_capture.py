@@ -321,6 +321,80 @@ def test_import_custom_function_changing_only_large_values_is_straight_through(s
     assert report.losses[0].value == pytest.approx(6.0)   # 5 clamped to 3 as torch: not 10
     same_as_torch(report, path, "clamp")
 
+IN_PLACE_FUNCTIONS = """
+class ClampInPlace(torch.autograd.Function):
+    # a straight-through clamp that writes its input, as ctx.mark_dirty allows
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.clamp_(-0.1, 0.1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class ScaleInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -0.5 * grad
+
+
+class DoubleInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.mul_(2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class Net(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.lin, self.head, self.fn = nn.Linear(4, 4), nn.Linear(4, 1), fn
+
+    def forward(self, x):
+        h = self.lin(x)
+        y = self.fn.apply(h)  # @apply
+        return {"loss": (self.head(y) ** 2).sum() + (self.head(h) ** 3).sum()}  # h: written, as y
+
+
+def clamp():
+    torch.manual_seed(0)
+    return {"module": Net(ClampInPlace), "inputs": (torch.randn(3, 4),)}
+
+
+def scale():
+    torch.manual_seed(0)
+    return {"module": Net(ScaleInPlace), "inputs": (torch.randn(3, 4),)}
+
+
+def double():
+    torch.manual_seed(0)
+    return {"module": Net(DoubleInPlace), "inputs": (torch.randn(3, 4),)}
+"""
+
+
+@pytest.mark.parametrize("func, name", [("clamp", "ClampInPlace"), ("scale", "ScaleInPlace"),
+                                        ("double", "DoubleInPlace")])
+def test_import_custom_function_writing_its_input_in_place_is_refused_in_gradflow_terms(step_file, func, name):
+    # torch reads the written h through the Function afterwards, where export's graph reads it as before
+    path, line_of = step_file(IN_PLACE_FUNCTIONS)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:{func}")
+    assert (caught.value.line, caught.value.col) == (line_of("apply"), 13)
+    assert caught.value.message.startswith(f"custom autograd Function {name!r} cannot be analysed: it writes its "
+                                           "input in place and returns it (ctx.mark_dirty); write into x.clone()")
+
+
 REFUSED = """
 class Lstm(nn.Module):
     def __init__(self):

@@ -67,14 +67,21 @@ def classify(call) -> Kind:
 def probe(call, args, scale: float, generator, refuse) -> tuple:
     """(factor, unchanged) of one run on the drawn tensors times ``scale``: the constant its backward
     multiplies the incoming gradient by (else refused), and whether its output equals its input."""
-    args = [(a.detach() * scale).requires_grad_() if isinstance(a, torch.Tensor) and a.requires_grad else a
-            for a in args]
     x = next(a for a in args if isinstance(a, torch.Tensor) and a.requires_grad)
+    x = (x.detach() * scale).requires_grad_()
     try:
         with torch.enable_grad():
+            # the Function is given x computed from the leaf, as in a model: a leaf that needs
+            # gradient may not be written, and a Function that writes its input is refused for that
+            args = [x.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
             out = call.cls.apply(*args)
+            if any(out is a for a in args):   # torch then reads the input through the Function; export does not
+                raise refuse("it writes its input in place and returns it (ctx.mark_dirty); write into "
+                             "x.clone() and return that instead")
             incoming = torch.randn(out.shape, dtype=out.dtype, generator=generator)
             (grad,) = torch.autograd.grad(out, [x], incoming, allow_unused=True)
+    except ModelError:
+        raise
     except Exception as e:   # the user's Function failed on a probe: refuse rather than guess
         raise refuse(f"probing its backward raised {type(e).__name__}: {e}") from None
     if grad is None or grad.shape != x.shape or out.shape != x.shape:
@@ -82,7 +89,7 @@ def probe(call, args, scale: float, generator, refuse) -> tuple:
     factor = float((grad * incoming).sum() / (incoming * incoming).sum())
     if not torch.allclose(grad, factor * incoming, rtol=1e-9, atol=1e-12):
         raise refuse("its backward is not a constant multiple of the incoming gradient")
-    return factor, torch.equal(out, x.detach())
+    return factor, torch.equal(out.detach(), x.detach())
 
 
 def probe_value(arg, generator):
