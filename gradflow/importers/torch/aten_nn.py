@@ -8,10 +8,10 @@ from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
 def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
     """-logp[label] per position (blended with -mean(logp) by label_smoothing), over [N, C] or
     [N, C, d1, ...] and [N] or [N, d1, ...] labels; positions labelled ignore_index count for nothing,
-    whatever the labels are when the model runs (not only the traced example's)."""
+    whatever the labels are when the model runs (not only the traced example's). A class weight
+    scales each position by its label's weight and the smoothing term class by class, and the mean
+    divides by the kept labels' weights, as torch's."""
     weight, reduction, ignore = c.arg(2, "weight"), c.arg(3, "reduction", 1), c.arg(4, "ignore_index", -100)
-    if weight is not None:
-        raise Unsupported("with weight")
     if c.ndim() < 2 or c.ndim(1) != c.ndim() - 1 or c.kinds.get(1) not in ("int", None):
         raise Unsupported(f"beyond [N, C] or [N, C, d1, ...] {what} and [N] or [N, d1, ...] class labels")
     classes, labels = c.shapes[0][1], c.shapes[1]
@@ -24,13 +24,16 @@ def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
     keep = f"not_equal({y}, {ignore})"
     safe = f"where({keep}, {y}, argmax(expand_dims({y}, 1), axis=1))"   # an ignored label read as class 0
     picked = f"reshape(take_along_axis({logp}, expand_dims({safe}, 1), axis=1), [{rows}])"
-    per = f"-{picked}" if not smoothing else \
-        f"-{picked} * {1 - smoothing!r} - sum({logp}, axis=1) * {smoothing / classes!r}"
+    counted, spread = keep, f"sum({logp}, axis=1)"
+    if weight is not None:
+        picked = f"{picked} * take({weight}, {safe}, axis=0)"
+        counted, spread = f"where({keep}, take({weight}, {safe}, axis=0), 0.0)", f"sum({logp} * {weight}, axis=1)"
+    per = f"-{picked}" if not smoothing else f"-{picked} * {1 - smoothing!r} - {spread} * {smoothing / classes!r}"
     # where selects: an ignored row gets no gradient, even when every row is (torch's mean is then nan)
     per = f"where({keep}, {per}, 0.0)"
     if reduction == 0:
         return per if c.ndim() == 2 else f"reshape({per}, {shape_text(labels)})"
-    return f"sum({per})" if reduction == 2 else f"sum({per}) / sum({keep})"
+    return f"sum({per})" if reduction == 2 else f"sum({per}) / sum({counted})"
 
 
 def cross_entropy(c):

@@ -1,0 +1,118 @@
+"""Losses with weights against PyTorch: class weights of cross_entropy and nll_loss, weight and
+pos_weight of the binary cross entropies, every reduction; values and gradients compared."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import gradflow  # noqa: E402
+import numpy as np  # noqa: E402
+from gradflow.importers.torch.target import load_step  # noqa: E402
+
+
+def same_values_as_torch(report, path: str, func: str) -> None:
+    """Each loss's value against the step run by torch in float64 (nan where torch's is nan)."""
+    step = load_step(path, func)
+    module = step.module.double()
+    with torch.no_grad():
+        losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
+    values = {loss.name: loss.value for loss in report.losses}
+    assert set(values) == set(losses)
+    for name, value in losses.items():
+        np.testing.assert_allclose(values[name], value.item(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def check(path: str, func: str, same_as_torch):
+    report = gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    same_values_as_torch(report, path, func)
+    same_as_torch(report, path, func)
+    return report
+
+
+CLASS_WEIGHTS = """
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 5)
+        self.register_buffer("w", torch.tensor([0.5, 2.0, 0.0, 1.5, 3.0]))   # class 2 counts for nothing
+
+    def forward(self, x, y, tags, grid):
+        logits = self.lin(x)                                    # [12, 5]
+        seq = logits.reshape(4, 3, 5).transpose(1, 2)           # [4, 5, 3]: classes on axis 1
+        img = logits.reshape(2, 3, 2, 5).permute(0, 3, 1, 2)    # [2, 5, 3, 2]
+        w, logp = self.w, F.log_softmax(logits, 1)
+        return {"averaged": F.cross_entropy(logits, y, weight=w) + F.nll_loss(logp, y, weight=w * 2),
+                "ignored": F.cross_entropy(logits, y, weight=w, ignore_index=3)
+                           + F.nll_loss(logp, y, weight=w, ignore_index=1, reduction="sum"),
+                "unreduced": (F.cross_entropy(logits, y, weight=w, reduction="none") * torch.arange(12.0)).sum()
+                             + F.nll_loss(logp, y, weight=w, reduction="none", ignore_index=4).square().sum(),
+                "smooth": F.cross_entropy(logits, y, weight=w, label_smoothing=0.2)
+                          + F.cross_entropy(logits, y, weight=w, label_smoothing=0.3, ignore_index=0, reduction="sum")
+                          + (F.cross_entropy(logits, y, weight=w, label_smoothing=0.1, ignore_index=1,
+                                             reduction="none") * torch.arange(12.0)).sum(),
+                "seq": F.cross_entropy(seq, tags, weight=w, ignore_index=-1)
+                       + F.cross_entropy(seq, tags, weight=w, ignore_index=-1, label_smoothing=0.25)
+                       + (F.cross_entropy(seq, tags, weight=w, reduction="none", ignore_index=-1) ** 2).sum()
+                       + F.nll_loss(F.log_softmax(seq, 1), tags, weight=w, ignore_index=-1, reduction="sum"),
+                "grid": F.cross_entropy(img, grid, weight=w) + F.nll_loss(F.log_softmax(img, 1), grid, weight=w)
+                        + (F.cross_entropy(img, grid, weight=w, reduction="none", label_smoothing=0.1)
+                           * torch.arange(12.0).reshape(2, 3, 2)).sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Tagger(), "inputs": (torch.randn(12, 4), torch.tensor([0, 1, 2, 3, 4, 2, 1, 1, 3, 0, 4, 2]),
+                                           torch.tensor([[1, -1, 4], [0, 2, -1], [3, 3, 1], [2, 4, 0]]),
+                                           torch.tensor([[[1, 2], [0, 4], [2, 3]], [[3, 1], [2, 2], [4, 0]]]))}
+"""
+
+
+def test_import_cross_entropy_and_nll_with_class_weights_give_torch_values_and_gradients(step_file, same_as_torch):
+    path, _ = step_file(CLASS_WEIGHTS)
+    check(path, "step", same_as_torch)
+
+
+CORNERS = """
+class Corners(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        w = torch.tensor([0.0, 2.0, 0.0], dtype=x.dtype)
+        logits = self.lin(x)
+        return {"all_ignored": F.cross_entropy(logits, torch.full((4,), -100), weight=w),   # @ignored
+                "ignored_smooth": F.cross_entropy(logits, torch.full((4,), 1), weight=w, ignore_index=1,
+                                                  label_smoothing=0.2),
+                "ignored_summed": F.cross_entropy(logits, torch.full((4,), 1), weight=w, ignore_index=1,
+                                                  reduction="sum", label_smoothing=0.2),
+                "zero_weights_summed": F.cross_entropy(logits, y, weight=w, reduction="sum")
+                                       + F.nll_loss(F.log_softmax(logits, 1), y, weight=w, reduction="none").sum(),
+                "zero_weights_smooth": F.cross_entropy(self.head(x), y, weight=w, reduction="sum", label_smoothing=0.3),
+                "zero_total": F.cross_entropy(self.head(x), y, weight=w, ignore_index=1)}   # @total
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Corners(), "inputs": (torch.randn(4, 4), torch.tensor([0, 2, 2, 0]))}
+"""
+
+
+def test_import_cross_entropy_with_every_label_ignored_or_weighted_zero_gives_torch_nan_and_zeros(
+        step_file, same_as_torch):
+    path, line_of = step_file(CORNERS)
+    report = check(path, "step", same_as_torch)
+    value = {loss.name: loss.value for loss in report.losses}
+    # every row ignored: the mean is 0 / 0 with no gradient; labels whose weights are all zero:
+    # the mean is 0 / 0 too, and torch's gradient is nan where gradflow's must be
+    assert np.isnan(value["all_ignored"]) and np.isnan(value["ignored_smooth"]) and np.isnan(value["zero_total"])
+    assert value["ignored_summed"] == 0 and value["zero_weights_summed"] == 0 and value["zero_weights_smooth"] > 0
+    assert report.status("lin.weight", "all_ignored") == "zero"
+    assert report.status("lin.weight", "zero_weights_summed") == "zero"
+    assert np.isnan(report.grad("head.weight", "zero_total")).all()
+    errors = {(f.rule, f.line) for f in report.findings if f.severity == "error"}
+    assert ("GF105", line_of("ignored")) in errors and ("GF105", line_of("total")) in errors
