@@ -120,9 +120,13 @@ def first_extreme_mask(x, axis, pick):
 
 
 def reduce_extreme_vjp(pick):
-    def vjp(g, ans, x, axis=None, keepdims=False):
+    def vjp(g, ans, x, axis=None, keepdims=False, ties="first"):
+        g = expand_reduced(g, x.ndim, axis, keepdims)
+        if ties == "split":   # as torch.amax: g / count * mask, so a NaN row or an infinite g gives NaN
+            hit = x == expand_reduced(ans, x.ndim, axis, keepdims)
+            return g / np.sum(hit, axis=axis, keepdims=True) * hit
         # Selected (as torch.max(x, dim)): the other entries get 0 even when g is infinite.
-        return np.where(first_extreme_mask(x, axis, pick), expand_reduced(g, x.ndim, axis, keepdims), 0)
+        return np.where(first_extreme_mask(x, axis, pick), g, 0)
     return vjp
 
 

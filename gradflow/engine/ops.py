@@ -48,8 +48,8 @@ from gradflow.engine.kernels_nn import (
     silu, silu_vjp,
 )
 from gradflow.engine.shapes import (
-    arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
-    index_shape, matmul_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
+    arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, extreme_shape,
+    flatten_shape, index_shape, matmul_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
     scalar_attrs_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
@@ -274,12 +274,15 @@ defop("mean", forward=lambda x, axis=None, keepdims=False: np.mean(x, axis=axis,
       vjps=(lambda g, ans, x, axis=None, keepdims=False:
             np.broadcast_to(expand_reduced(g, x.ndim, axis, keepdims), x.shape) * (np.size(ans) / x.size),),
       doc="mean over axis (all axes by default)", out="float", **_RED)
-defop("max", forward=lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
+_EXTREME = {**_RED, "shape": extreme_shape, "attrs": {**_RED["attrs"], "ties": "first"}}
+defop("max", forward=lambda x, axis=None, keepdims=False, ties="first": np.max(x, axis=axis, keepdims=keepdims),
       vjps=(reduce_extreme_vjp(np.argmax),),
-      doc="maximum over axis; the gradient goes to the first maximal entry", **_RED)
-defop("min", forward=lambda x, axis=None, keepdims=False: np.min(x, axis=axis, keepdims=keepdims),
+      doc="maximum over axis; the gradient goes to the first maximal entry (torch.max(x, dim)), or "
+          "shared by all of them with ties=\"split\" (torch.amax)", **_EXTREME)
+defop("min", forward=lambda x, axis=None, keepdims=False, ties="first": np.min(x, axis=axis, keepdims=keepdims),
       vjps=(reduce_extreme_vjp(np.argmin),),
-      doc="minimum over axis; the gradient goes to the first minimal entry", **_RED)
+      doc="minimum over axis; the gradient goes to the first minimal entry (torch.min(x, dim)), or "
+          "shared by all of them with ties=\"split\" (torch.amin)", **_EXTREME)
 defop("logsumexp", forward=logsumexp,
       vjps=(lambda g, ans, x, axis=None, keepdims=False: expand_reduced(g, x.ndim, axis, keepdims)
             * np.exp(x - expand_reduced(ans, x.ndim, axis, keepdims)),),

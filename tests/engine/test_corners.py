@@ -31,6 +31,14 @@ def torch_min(x, axis=None):
     return torch.min(x) if axis is None else torch.min(x, dim=axis).values
 
 
+def torch_amax(x, axis=None, ties=None):   # ties="split" is torch.amax's gradient
+    return torch.amax(x) if axis is None else torch.amax(x, dim=axis)
+
+
+def torch_amin(x, axis=None, ties=None):
+    return torch.amin(x) if axis is None else torch.amin(x, dim=axis)
+
+
 def clamp(x, lo, hi):
     return torch.clamp(x, lo, hi)
 
@@ -71,6 +79,15 @@ CORNERS = {
     "max-all-inf": ("max", torch_max, [[[0.0, -1.0], [3.0, 1.0]]], {}, INF),
     "min-axis-ties-inf": ("min", torch_min, [[[0.0, 1.0, 0.0], [-3.0, 3.0, -3.0]]], {"axis": 1}, [INF, INF]),
     "min-all-inf": ("min", torch_min, [[[0.0, -1.0], [3.0, 1.0]]], {}, INF),
+    "max-split-three-way-ties": ("max", torch_amax, [[[3.0, 3.0, 3.0], [1.0, 2.0, 2.0]]],
+                                 {"axis": 1, "ties": "split"}, [1.0, 2.0]),
+    "max-split-ties-inf": ("max", torch_amax, [[[3.0, 3.0, 3.0], [1.0, 2.0, 2.0]]],
+                           {"axis": 1, "ties": "split"}, [INF, INF]),
+    "max-split-nan-input": ("max", torch_amax, [[[0.0, NAN, 1.0], [1.0, 1.0, 0.0]]],
+                            {"axis": 1, "ties": "split"}, [1.0, 1.0]),
+    "max-split-all": ("max", torch_amax, [[[2.0, -1.0], [2.0, 2.0]]], {"ties": "split"}, 1.0),
+    "min-split-neg-inf": ("min", torch_amin, [[[-INF, -INF, 0.0], [0.0, 0.0, 0.0]]],
+                          {"axis": 1, "ties": "split"}, [1.0, 1.0]),
     "maximum-ties-inf": ("maximum", torch.maximum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
     "minimum-ties-inf": ("minimum", torch.minimum, [[1.0, 2.0, 3.0], [1.0, 0.0, 5.0]], {}, [INF, INF, INF]),
     "maximum-nan": ("maximum", torch.maximum, [[NAN, 1.0, 2.0], [1.0, NAN, 2.0]], {}, [1.0, 1.0, 1.0]),

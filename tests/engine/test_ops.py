@@ -81,6 +81,15 @@ def reduction():
     return cases
 
 
+def extreme():
+    """max/min: the reductions' cases, and ties="split" on random values and on exact two-way ties,
+    where a central difference gives each tied entry half, as splitting does."""
+    ties = np.array([[1.0, 3.0, 3.0, 0.0], [-2.0, 0.5, -2.0, 0.5]])
+    return reduction() + [Case("split-axis", normal((3, 4)), {"axis": 1, "ties": "split"}),
+                          Case("split-all-keep", normal((3, 4)), {"keepdims": True, "ties": "split"}),
+                          Case("split-two-way-ties", lambda rng: [ties.copy()], {"axis": 1, "ties": "split"})]
+
+
 def along_axis(shapes=((4,), (3, 4), (1, 4))):
     """Ops over one axis (softmax and friends): no scalar case, an axis is needed."""
     return [Case(f"{list(s)}", normal(s)) for s in shapes] + [
@@ -145,8 +154,8 @@ CASES: dict[str, list[Case]] = {
     # reductions
     "sum": reduction(),
     "mean": reduction(),
-    "max": reduction(),
-    "min": reduction(),
+    "max": extreme(),
+    "min": extreme(),
     "logsumexp": reduction(),
     "var": reduction(),
     "norm": reduction(),

@@ -31,7 +31,7 @@ def dims(axis, ndim) -> tuple:
 
 def reduction(fn, **fixed):
     """A torch reduction taking numpy's axis/keepdims (axis=() reduces nothing, unlike torch's dim=())."""
-    def call(x, axis=None, keepdims=False):
+    def call(x, axis=None, keepdims=False, ties=None):   # ties: amax/amin split them, as ties="split"
         if axis == ():
             return fn(x.unsqueeze(-1), dim=-1, **fixed)  # a reduction over one size-1 axis: same values
         return fn(x, dim=dims(axis, x.ndim), keepdim=keepdims, **fixed)

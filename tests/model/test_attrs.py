@@ -1,4 +1,5 @@
-"""Static arguments given as strings: only an op's mode argument (gelu's approximate) takes one."""
+"""Static arguments given as strings: only an op's mode argument (gelu's approximate, max and min's
+ties) takes one."""
 
 from __future__ import annotations
 
@@ -27,11 +28,29 @@ def test_attrs_gelu_approximate_none_is_the_exact_form(write_model):
     np.testing.assert_allclose(model.entries["y"].value, expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("op, value", [("max", [1.0, 3.0, 3.0, 0.0]), ("min", [1.0, -3.0, 2.0, -3.0])])
+@pytest.mark.parametrize("ties, grad", [("", [0.0, 1.0, 0.0, 0.0]), (", ties='first'", [0.0, 1.0, 0.0, 0.0]),
+                                        (", ties='split'", [0.0, 0.5, 0.5, 0.0])])
+def test_attrs_ties_say_which_tied_entries_get_the_gradient(write_model, op, value, ties, grad):
+    path = write_model(f"""
+        gradflow: 1
+        params:
+          w: {{shape: [4], value: {value}}}
+        graph:
+          loss: {op}(w{ties})
+        losses: [loss]
+    """)
+    grad = grad if op == "max" else [0.0, grad[1], grad[3], grad[2]]
+    np.testing.assert_array_equal(gradflow.analyze(gradflow.load(path)).grad("w", "loss"), grad)
+
+
 @pytest.mark.parametrize("expr, message", [
     ("gelu(x, approximate=1)", "argument 'approximate' of gelu() must be a string such as 'tanh', not 1"),
+    ("max(x, ties=2)", "argument 'ties' of max() must be a string such as 'first', not 2"),
+    ("max(x, ties='spilt')", "max: ties must be \"first\" or \"split\", not 'spilt'"),
     ("leaky_relu(x, slope='steep')", "argument 'slope' of leaky_relu() cannot be a string"),
 ])
 def test_attrs_string_where_none_belongs_is_a_located_error(write_model, expr, message):
     with pytest.raises(ModelError) as caught:
         gradflow.load(write_model(MODEL.format(expr=expr)))
-    assert caught.value.message == message and caught.value.line == 5
+    assert caught.value.message.endswith(message) and caught.value.line == 5
