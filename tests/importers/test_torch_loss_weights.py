@@ -116,3 +116,56 @@ def test_import_cross_entropy_with_every_label_ignored_or_weighted_zero_gives_to
     assert np.isnan(report.grad("head.weight", "zero_total")).all()
     errors = {(f.rule, f.line) for f in report.findings if f.severity == "error"}
     assert ("GF105", line_of("ignored")) in errors and ("GF105", line_of("total")) in errors
+
+
+BINARY = """
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.soft = nn.Parameter(torch.randn(6, 3))
+        self.register_buffer("per_class", torch.tensor([0.5, 0.0, 2.0]))
+        self.register_buffer("per_row", torch.rand(6, 1))
+        self.register_buffer("pos", torch.tensor([3.0, 0.5, 1.0]))
+
+    def forward(self, x, y):
+        h = self.lin(x)                              # [6, 3]
+        p, t = torch.sigmoid(h), torch.sigmoid(self.soft)    # t: a target that takes gradient, as in torch
+        w, rows, pos, n = self.per_class, self.per_row, self.pos, torch.arange(18.0).reshape(6, 3)
+        cube, cube_y = h.reshape(2, 3, 3), y.reshape(2, 3, 3)
+        return {"probs": F.binary_cross_entropy(p, y, weight=w) + F.binary_cross_entropy(p, y, weight=rows)
+                         + F.binary_cross_entropy(p, y, reduction="sum")
+                         + F.binary_cross_entropy(p, y, weight=rows * 3, reduction="sum")
+                         + (F.binary_cross_entropy(p, t, reduction="none") * n).sum()
+                         + (F.binary_cross_entropy(p, t, weight=w, reduction="none") * n).sum(),
+                "logits": F.binary_cross_entropy_with_logits(h, y, weight=w)
+                          + F.binary_cross_entropy_with_logits(h, t, pos_weight=pos)
+                          + F.binary_cross_entropy_with_logits(h, y, weight=rows, pos_weight=pos, reduction="sum")
+                          + (F.binary_cross_entropy_with_logits(h, t, weight=w, reduction="none") * n).sum()
+                          + (F.binary_cross_entropy_with_logits(h, y, pos_weight=rows, reduction="none") * n).sum()
+                          + F.binary_cross_entropy_with_logits(cube, cube_y, pos_weight=pos)
+                          + F.binary_cross_entropy_with_logits(cube, cube_y, weight=w[:, None], pos_weight=pos[:, None],
+                                                               reduction="sum"),
+                "saturated": F.binary_cross_entropy_with_logits(50 + h.abs(), torch.ones_like(h), weight=w,
+                                                                pos_weight=pos),
+                "tails": F.binary_cross_entropy(torch.sigmoid(h - 32), y, reduction="sum")
+                         + F.binary_cross_entropy(torch.sigmoid(h - 30), y),    # p(1 - p) below 1e-12
+                "edges": F.binary_cross_entropy(torch.tensor([[1.0, 0.0, 0.5]], dtype=x.dtype).expand(6, 3), y,
+                                                reduction="none").sum() + F.binary_cross_entropy(p, y, weight=rows)}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Tagger(), "inputs": (torch.randn(6, 4), torch.tensor([0.0, 1.0, 0.3]).repeat(6, 1))}
+"""
+
+
+def test_import_binary_cross_entropies_with_weight_pos_weight_and_reductions_give_torch_values_and_gradients(
+        step_file, same_as_torch):
+    path, _ = step_file(BINARY)
+    report = check(path, "step", same_as_torch)
+    # every logit so large that sigmoid is 1 and every label 1: torch's gradient is exactly 0
+    assert report.status("lin.weight", "saturated") == "zero"
+    # p of 1 and 0 against labels 0 and 1: torch clamps the logs at -100, 100 each, a finite loss
+    assert report.losses[-1].name == "edges" and report.losses[-1].value > 1200
+    assert not [f for f in report.findings if f.rule == "GF105"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
 
 
@@ -59,16 +61,27 @@ def mse(c):
 
 
 def bce_logits(c):
-    if c.arg(2, "weight") is not None or c.arg(3, "pos_weight") is not None:
-        raise Unsupported("with weight or pos_weight")
-    x, y = c.args[0], c.args[1]
-    return reduced(f"softplus({x}) - {x} * {y}", c.arg(4, "reduction", 1))
+    """torch's (1 - y) x - (1 + (pos_weight - 1) y) log sigmoid(x), times weight, written so that its
+    gradient is torch's own (1 + (pos_weight - 1) y) sigmoid(x) - pos_weight y: 0 where sigmoid(x) is 1."""
+    x, y, weight, pos_weight = c.args[0], c.args[1], c.arg(2, "weight"), c.arg(3, "pos_weight")
+    per = f"softplus({x}) - {x} * {y}" if pos_weight is None else \
+        f"(1 + ({pos_weight} - 1) * {y}) * softplus({x}) - {pos_weight} * {y} * {x}"
+    return reduced(per if weight is None else f"({per}) * {weight}", c.arg(4, "reduction", 1))
+
+
+LOG_FLOOR = 3.720075976020836e-44   # e ** -100: torch clamps BCE's logs at -100
 
 
 def bce(c):
-    if c.arg(2, "weight") is not None or c.arg(3, "reduction", 1) != 1:
-        raise Unsupported("with weight or a reduction other than mean")
-    return f"binary_cross_entropy({c.args[0]}, {c.args[1]})"
+    p, y, weight, reduction = c.args[0], c.args[1], c.arg(2, "weight"), c.arg(3, "reduction", 1)
+    if weight is None and reduction:
+        # gradflow's op is torch's where p(1 - p) < 1e-12 too: torch's gradient divides by 1e-12 there,
+        # where the per-position form below follows the logs' own gradient (the values agree)
+        mean = f"binary_cross_entropy({p}, {y})"
+        return mean if reduction == 1 else f"{mean} * {math.prod(c.shapes[0])}"
+    # the logs' floor keeps p = 0 or 1 finite as torch's clamp does, and its gradient free of NaN
+    per = f"-({y} * log(clip({p}, {LOG_FLOOR!r}, None)) + (1 - {y}) * log(clip(1 - {p}, {LOG_FLOOR!r}, None)))"
+    return reduced(per if weight is None else f"{per} * {weight}", reduction)
 
 
 def normalized(x: str, axis, eps) -> str:
