@@ -167,12 +167,10 @@ def logical(op):
 
 
 def einsum(c):
-    """Two operands (or one): each lined up on the output's letters then the summed ones, multiplied
-    with broadcasting, summed over the letters the output does not keep."""
+    """Operands in torch's order, two at a time: each pair lined up on the letters still wanted (by
+    the output or a later operand) then the summed ones, multiplied with broadcasting, summed over
+    the rest; so no product holds more letters than one pair's."""
     equation, operands, shapes = c.args[0].replace(" ", ""), c.args[1], c.shapes[1]
-    if len(operands) > 2:
-        raise Unsupported(f"with {len(operands)} operands (gradflow maps one or two; "
-                          "write it as two-operand einsums in turn)")
     inputs, arrow, out = equation.partition("->")
     terms = inputs.split(",")
     spare = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if ch not in equation]
@@ -190,6 +188,17 @@ def einsum(c):
             raise Unsupported(f"with a letter repeated in one operand of {equation!r} (a diagonal)")
     if len(set(out)) != len(out) or not set(out) <= set("".join(terms)):
         raise Unsupported(f"with the output {out!r} of {equation!r}")
+    expr, term = operands[0], terms[0]
+    for i in range(1, len(terms)):
+        wanted = set(out + "".join(terms[i + 1:]))
+        kept = out if i == len(terms) - 1 else "".join(dict.fromkeys(ch for ch in term + terms[i] if ch in wanted))
+        expr, term = contract([expr, operands[i]], [term, terms[i]], kept), kept
+    return expr if len(terms) > 1 else contract([expr], [term], out)
+
+
+def contract(operands: list, terms: list, out: str) -> str:
+    """sum over the letters not in out of the operands' product, each operand's axes lined up on
+    out's letters then the summed ones."""
     order = out + "".join(dict.fromkeys(ch for ch in "".join(terms) if ch not in out))
     aligned = []
     for name, term in zip(operands, terms):
