@@ -169,3 +169,32 @@ def test_import_binary_cross_entropies_with_weight_pos_weight_and_reductions_giv
     # p of 1 and 0 against labels 0 and 1: torch clamps the logs at -100, 100 each, a finite loss
     assert report.losses[-1].name == "edges" and report.losses[-1].value > 1200
     assert not [f for f in report.findings if f.rule == "GF105"]
+
+
+@pytest.mark.parametrize("code", [
+    "F.cross_entropy(h, y, weight=self.w.softmax(0))",
+    "F.nll_loss(F.log_softmax(h, 1), y, weight=self.w, reduction='sum')",
+    "F.binary_cross_entropy(torch.sigmoid(h), torch.ones_like(h), weight=self.w)",
+    "F.binary_cross_entropy_with_logits(h, torch.ones_like(h), pos_weight=self.w * 2)",
+])
+def test_import_a_loss_weight_that_takes_gradient_is_an_error_at_its_line_as_in_torch(step_file, code):
+    path, line_of = step_file(f"""
+    class Learned(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x, y):
+            h = self.lin(x)
+            return {{"loss": {code}}}   # @loss
+
+
+    def step():
+        return {{"module": Learned(), "inputs": (torch.randn(5, 4), torch.tensor([0, 1, 2, 1, 0]))}}
+    """)
+    # torch has no gradient for a loss's weight and refuses one that requires it: so does the import
+    with pytest.raises(gradflow.ModelError) as e:
+        gradflow.load(f"{path}:step")
+    assert str(e.value).startswith(f"{path}:{line_of('loss')}:"), str(e.value)
+    assert "not differentiable with respect to argument" in str(e.value) and "weight" in str(e.value)
