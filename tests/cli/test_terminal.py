@@ -126,6 +126,55 @@ def test_a_line_wrapped_between_words_ends_at_its_last_word(text, wrapped):
     assert between_words(Text(text), 40).plain == wrapped
 
 
+def wrap(text: str, width: int, *prefix: str) -> str:
+    from rich.text import Text
+
+    from gradflow.cli.render.console import between_words
+    return between_words(Text(text), width, *prefix).plain
+
+
+@pytest.mark.parametrize("width, lines", [
+    (30, ["entry code [x argmin 24:9]"]),
+    (24, ["entry", "  code [x argmin 24:9]"]),     # the held part fits a line of its own: whole there
+    (20, ["entry code", "  [x argmin 24:9]"]),     # it does not: apart at its loose hold, the mark whole
+    (12, ["entry code", "  [x argmin", "  24:9]"]),   # nor does the mark: between its words
+    (4, ["entry", "  code", "  [x", "  argmin", "  24:9]"]),   # a word longer than the line: one of its own
+])
+def test_a_held_part_comes_apart_only_where_it_cannot_fit_a_line_of_its_own(width, lines):
+    assert wrap("entry code\u202f[x\u00a0argmin\u00a024:9]", width) == "\n".join(lines)
+
+
+@pytest.mark.parametrize("text, width, prefix, lines", [
+    # continuations start with the prefix, and the guides before it stay with the first word
+    ("│   ├── soft  x\u00a0argmax\u00a019:17", 20, "│   │   ", ["│   ├── soft  x", "│   │   argmax 19:17"]),
+    ("│   ├── a_name_longer_than_the_line (param)", 20, "│   │   ",
+     ["│   ├── a_name_longer_than_the_line", "│   │   (param)"]),
+    ("│   │   ├── x (input)", 12, "│   │   │   ", ["│   │   ├── x (input)"]),   # no room beside the prefix
+    ("", 20, "│   ", [""]),
+])
+def test_a_line_continues_after_its_prefix(text, width, prefix, lines):
+    assert wrap(text, width, prefix) == "\n".join(lines)
+
+
+@pytest.mark.parametrize("text, lines", [
+    ("  1. block.0.attention.wq -> h", ["  1. block.0.attention.wq", "     -> h"]),   # never '1.' alone
+    ("  the gradient dies at relu in h", ["  the gradient dies", "    at relu in h"]),
+])
+def test_a_line_continues_under_its_first_word_after_its_indent_and_marker(text, lines):
+    assert wrap(text, 20) == "\n".join(lines)
+
+
+def test_no_break_spaces_are_written_as_spaces_with_the_styles_where_they_were():
+    from rich.text import Text
+
+    from gradflow.cli.render.console import between_words
+    text = Text("a\u00a0b\u202fc d")
+    text.stylize("red", 2, 5)   # 'b c'
+    whole, broken = between_words(text, 80), between_words(text, 3)
+    assert whole.plain == "a b c d" and [whole.plain[s.start:s.end] for s in whole.spans] == ["b c"]
+    assert broken.plain == "a b\n  c\n  d" and [broken.plain[s.start:s.end] for s in broken.spans] == ["b", "c"]
+
+
 def test_a_place_stays_whole_as_a_line_wraps():
     # '(line 24:9)' is one unit: never 'line' at the end of one line and '24:9)' on the next
     out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")],

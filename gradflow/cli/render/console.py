@@ -8,10 +8,11 @@ import os
 import re
 import sys
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from gradflow.cli.render.lines import PIPE_WIDTH, Line, as_is
+from gradflow.cli.render.lines import LOOSE, NO_BREAK, PIPE_WIDTH, Line, as_is
 
 
 class _Console(Console):
@@ -112,28 +113,26 @@ def widths(out: Console, table):
 
 # A place, '(line 12:7)': one unit as a line wraps, never 'line' at one line's end, '12:7)' at the next.
 PLACE = re.compile(r"\(line \d+:\d+\)")
-NO_BREAK = "\u00a0"
+# The parts of a line, then of a part that cannot fit a line, then its words.
+PARTS = (re.compile("[^ ]+"), re.compile(f"[^ {LOOSE}]+"), re.compile(f"[^ {LOOSE}{NO_BREAK}]+"))
+LEAD = re.compile(r" *(\d+\. )?")
 
 
-def between_words(text: Text, width: int) -> Text:
-    """``text`` with its spaces turned into line breaks where a line would pass ``width``;
-    continuation lines are indented under the first word after the line's own indent
-    (and a `1. ` marker); a word longer than the width gets a line of its own, whole.
-    A no-break space (a renderer's, or one in a place) holds its words together and is
-    written as a space: what is copied from the terminal is what a pipe gets."""
+def between_words(text: Text, width: int, prefix: str | None = None) -> Text:
+    """``text`` with its spaces turned into line breaks where a line would pass ``width``. A
+    line's continuations start with ``prefix``: a tree's guides, by default blanks under its
+    first word after its indent and a `1. ` marker, which stay with that word. A part held
+    by no-break spaces comes apart only where it cannot fit a line of its own, at its LOOSE
+    holds first; a word longer than a line gets one of its own, whole, as does all that
+    follows a prefix as wide as the line. The holds are written as spaces: what is copied
+    from the terminal is what a pipe gets."""
     plain, breaks = PLACE.sub(lambda place: place.group().replace(" ", NO_BREAK), text.plain), []
     for line_start, line in line_spans(plain):
-        indent = len(line) - len(line.lstrip(" "))
-        marker = re.match(r"\d+\. ", line[indent:])
-        hang = indent + (len(marker.group()) if marker else 2)
-        start, column = line_start, 0
-        for word_start, word in words_of(line):
-            taken = line_start + word_start + len(word) - start + (hang if start > line_start else 0)
-            if column and taken > width:   # the spaces before the word: none is left at a line's end
-                breaks.append((line_start + column, line_start + word_start, hang))
-                start = line_start + word_start
-            column = word_start + len(word)
-    if not breaks and NO_BREAK not in text.plain:
+        lead, rest = lead_of(line, prefix)
+        if cell_len(rest) < width:
+            breaks += [(line_start + end, line_start + start, rest)
+                       for end, start in broken(line, lead, cell_len(rest), width)]
+    if not breaks and LOOSE not in text.plain and NO_BREAK not in text.plain:
         return text
     parts = text.divide([k for end, start, _ in breaks for k in (end, start)])
     out = Text()
@@ -141,9 +140,43 @@ def between_words(text: Text, width: int) -> Text:
         if k % 2 == 0:
             out.append_text(part)
         else:
-            out.append("\n" + " " * breaks[k // 2][2])
-    out.plain = out.plain.replace(NO_BREAK, " ")   # as long as before: the styles stay where they were
+            out.append("\n" + breaks[k // 2][2])
+    out.plain = out.plain.replace(LOOSE, " ").replace(NO_BREAK, " ")   # as long as before: the styles stay
     return out
+
+
+def lead_of(line: str, prefix: str | None) -> tuple:
+    """(how many characters start ``line`` before its first word, its continuations' prefix)."""
+    if prefix is not None:
+        return len(prefix), prefix
+    lead = LEAD.match(line)
+    return lead.end(), " " * (lead.end() + (0 if lead.group(1) else 2))
+
+
+def broken(line: str, lead: int, hang: int, width: int) -> list:
+    """(end of a line's last word, start of the next line's first) of each break in ``line``,
+    its continuations ``hang`` columns in: a part goes on the line it fits, else on a line of
+    its own where it fits one, else in its parts (PARTS), each so; a word where it must."""
+    breaks, column, last = [], cell_len(line[:lead]), None   # last: where the line's last word ends
+
+    def put(start: int, end: int, depth: int) -> None:
+        nonlocal column, last
+        size, gap = cell_len(line[start:end]), 0 if last is None else cell_len(line[last:start])
+        if column + gap + size > width:   # not on this line
+            word = depth == len(PARTS) - 1
+            if last is not None and (hang + size <= width or word):   # on the next
+                breaks.append((last, start))
+                column, gap = hang, 0
+            elif not word:   # in its parts
+                for part in PARTS[depth + 1].finditer(line, start, end):
+                    put(*part.span(), depth + 1)
+                return
+        column += gap + size
+        last = end
+
+    for part in PARTS[0].finditer(line, lead):
+        put(*part.span(), 0)
+    return breaks
 
 
 def line_spans(plain: str):
@@ -152,10 +185,3 @@ def line_spans(plain: str):
         yield start, line
         start += len(line) + 1
 
-
-def words_of(line: str):
-    index = 0
-    for word in line.split(" "):
-        if word:
-            yield index, word
-        index += len(word) + 1

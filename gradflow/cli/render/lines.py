@@ -11,6 +11,9 @@ PIPE_WIDTH = 100_000   # a pipe's "width": lines are never wrapped there
 # What rich's Text drops from a string (bell, backspace, vertical tab, form feed, carriage
 # return) or expands (tab): a line holding one, or any non-ASCII character, goes through rich.
 LEFT_TO_RICH = frozenset("\a\b\t\v\f\r")
+# The no-break spaces a renderer holds words together with on a terminal, looser first (see
+# console.between_words): LOOSE holds parts ('code' and its mark '[x argmin 24:9]'), NO_BREAK a part's words.
+LOOSE, NO_BREAK = "\u202f", "\u00a0"
 
 
 class Line:
