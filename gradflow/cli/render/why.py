@@ -6,7 +6,8 @@ from rich.text import Text
 
 from gradflow.analysis.paths import places
 from gradflow.cli.escape import shown
-from gradflow.cli.render.console import NO_BREAK, console
+from gradflow.cli.render.console import console
+from gradflow.cli.render.lines import LOOSE, NO_BREAK
 from gradflow.cli.render.table import STYLE
 
 
@@ -32,26 +33,14 @@ def render(param: str, results, no_color: bool, model_path: str | None = None, f
             out.print("  no path: the loss does not depend on this parameter", style="dim")
         for number, path in enumerate(found, 1):
             line = Text(f"  {number}. ")
-            room = out.width - len(line) if out.is_terminal else None   # beside the number, as lines wrap
             for k, step in enumerate(path.steps):
                 if k:
                     line.append(" -> ")
                 line.append(step.entry, style="bold" if k in (0, len(path.steps) - 1) else "")
-                marks = [shown(f"[x {place}]") for place in places(step.cuts, model_path, step.entry)]
-                for mark in glued(step.entry, marks, room):
-                    line.append(mark, style="red")
+                for place in places(step.cuts, model_path, step.entry):
+                    mark = shown(f"[x {place}]")   # on a terminal held whole, and to its entry (see between_words)
+                    line.append(LOOSE + mark.replace(" ", NO_BREAK) if out.is_terminal else " " + mark, style="red")
             out.print(line)
         if more:
             out.print(f"  ... {more:,} more path{'s' if more > 1 else ''} not shown (raise --limit)", style="dim")
 
-
-def glued(entry: str, marks: list, room: int | None) -> list:
-    """Each cut's mark with the space before it. On a terminal (``room``: the columns of a
-    wrapped line) no-break spaces keep an entry and its marks on one line where they fit one,
-    else each mark whole where it fits one: a line is wider than the terminal only for a word."""
-    if room is None:
-        return [" " + mark for mark in marks]
-    from rich.cells import cell_len
-    if cell_len(entry + "".join(" " + mark for mark in marks)) <= room:
-        return [NO_BREAK + mark.replace(" ", NO_BREAK) for mark in marks]
-    return [" " + (mark.replace(" ", NO_BREAK) if cell_len(mark) <= room else mark) for mark in marks]
