@@ -10,11 +10,7 @@ import click
 
 from gradflow.analysis.paths import places
 from gradflow.cli.escape import shown
-
-
-def label(edge, path: str | None = None) -> str:
-    """The cuts on an edge: 'stop_gradient 12:7', or with the file when it is not the model's."""
-    return shown(", ".join(places(edge.cuts, path)))
+from gradflow.cli.render.lines import LOOSE, NO_BREAK, Line, output
 
 
 def quoted(name: str) -> str:
@@ -27,11 +23,19 @@ DOT_STYLE = {"flows": [], "partial": ["color=orange"], "cut": ["style=dashed", "
 MERMAID_ARROW = {"flows": "-->", "partial": "==>", "cut": "-.->", "none": "-.->"}
 
 
-def edge_text(edge, path: str | None = None) -> str:
-    """The label of an edge: its cuts, and for a partly cut edge that some routes still flow."""
+def parts(edge, path: str | None = None) -> list:
+    """The words of an edge's label in the parts a line may break between: 'partly cut:' when
+    some routes still flow, then each cut, 'stop_gradient 12:7' (with the file when it is not
+    the model's), all but the last with a comma."""
     if not edge.cuts:
-        return ""
-    return ("partly cut: " if edge.kind == "partial" else "") + label(edge, path)
+        return []
+    cuts = [shown(place) for place in places(edge.cuts, path)]
+    return (["partly cut:"] if edge.kind == "partial" else []) + [c + "," for c in cuts[:-1]] + cuts[-1:]
+
+
+def edge_text(edge, path: str | None = None) -> str:
+    """The label of an edge, as dot, Mermaid and (after its mark) the tree say it."""
+    return " ".join(parts(edge, path))
 
 
 def dot(entries, edges, kinds, path: str | None = None) -> str:
@@ -62,33 +66,34 @@ def mermaid(entries, edges, kinds, path: str | None = None) -> str:
 GUIDES = {True: ("    ", "│   ", "├── ", "└── "), False: ("    ", "|   ", "+-- ", "`-- ")}
 
 
-def units(edge, kinds, repeated: bool, path: str | None = None) -> list:
-    """The label of an edge's source as units, each a list of (separator, text, style)
-    pieces: a line breaks between units, inside one only when it cannot fit a line alone,
-    so a cut's mark stays with its place ('x stop_gradient 12:7') and '(no gradient)' whole."""
-    out = [[("", shown(edge.src), "")]]
+def label(edge, kinds, repeated: bool, path: str | None, held: bool) -> Line:
+    """An entry's label: its name and kind, the cut on its edge marked 'x' (or '~' when partly
+    cut) in edge_text's words, '(no gradient)', '(above)' when drawn already; the blanks before
+    each part plain, as rich's tree drew them. ``held``, for a terminal: a cut's mark holds to
+    its place and '(no gradient)' whole, 'partly cut:' to its first place where they fit a line."""
+    word, loose = (NO_BREAK, LOOSE) if held else (" ", " ")
+    line = Line(shown(edge.src))
     if edge.src in kinds:
-        out.append([(" ", f"({kinds[edge.src]})", "dim")])
-    if edge.kind in ("cut", "partial"):
-        style, mark = ("red", "x") if edge.kind == "cut" else ("yellow", "~ partly cut:")
-        cuts = [shown(p) for p in places(edge.cuts, path)]
-        cuts = [c + ("," if k < len(cuts) - 1 else "") for k, c in enumerate(cuts)]
-        head = [("  ", f"{mark} {cuts[0]}", style)] if edge.kind == "cut" \
-            else [("  ", mark, style), (" ", cuts[0], style)]
-        out += [head] + [[(" ", c, style)] for c in cuts[1:]]
+        line.append(" ").append(f"({kinds[edge.src]})", "dim")
+    if edge.cuts:
+        style, mark = ("red", "x ") if edge.kind == "cut" else ("yellow", "~ ")
+        first, *others = parts(edge, path)
+        line.append("  ").append((mark + first).replace(" ", word), style)
+        for k, part in enumerate(others):
+            line.append(loose if k == 0 and edge.kind == "partial" else " ").append(part.replace(" ", word), style)
     elif edge.kind == "none":
-        out.append([("  ", "(no gradient)", "dim")])
+        line.append("  ").append(f"(no{word}gradient)", "dim")
     if repeated:
-        out.append([(" ", "(above)", "dim")])
-    return out
+        line.append(" ").append("(above)", "dim")
+    return line
 
 
-def rows(root: str, inputs_of: dict, kinds, path: str | None, guides: tuple):
-    """(guides of a label's first line, of its other lines, as wide as those, its units) for
-    the root (a loss) and what it depends on, depth first in the order the model uses it; an
-    entry already drawn is marked (above), not expanded again."""
+def rows(root: str, inputs_of: dict, kinds, path: str | None, guides: tuple, held: bool):
+    """(a line: its guides and label, the guides of its continuations, as wide as those) for the
+    root (a loss) and what it depends on, depth first in the order the model uses it; an entry
+    already drawn is marked (above), not expanded again."""
     space, down, fork, end = guides
-    yield "", "", [[("", shown(root), "bold")], [(" ", "(loss)", "")]]
+    yield Line().append(shown(root), "bold").append(" ").append("(loss)"), ""
     seen, stack = {root}, [(inputs_of.get(root, []), 0, "")]
     while stack:
         children, k, indent = stack.pop()
@@ -97,63 +102,26 @@ def rows(root: str, inputs_of: dict, kinds, path: str | None, guides: tuple):
         stack.append((children, k + 1, indent))
         e, last = children[k], k == len(children) - 1
         below = indent + (space if last else down)
-        yield indent + (end if last else fork), below, units(e, kinds, e.src in seen, path)
+        yield Line(indent + (end if last else fork)).append(label(e, kinds, e.src in seen, path, held)), below
         if e.src not in seen:
             seen.add(e.src)
             stack.append((inputs_of.get(e.src, []), 0, below))
 
 
-def wrapped(label: list, width: int | None, guides: int) -> list:
-    """A label's (separator, text, style) pieces in lines no wider than ``width`` (None: one
-    line) where a line can hold them, ``guides`` columns on each taken by the tree's guides:
-    broken between units, inside a unit only when it cannot fit a line alone, never inside a
-    word (a longer word gets a line of its own, whole, as a name longer than the terminal)."""
-    if width is None or guides >= width:   # a pipe, or guides as wide as the terminal: no room to wrap in
-        return [[piece for unit in label for piece in unit]]
-    from rich.cells import cell_len
-    lines, used = [[]], guides
-
-    def put(sep: str, text: str, style: str) -> None:
-        nonlocal used
-        if lines[-1] and used + cell_len(sep + text) > width:
-            lines.append([])
-            used, sep = guides, ""
-        lines[-1].append((sep, text, style))
-        used += cell_len(sep + text)
-
-    for unit in label:
-        length = cell_len("".join(sep + text for sep, text, _ in unit))
-        alone = length - cell_len(unit[0][0])   # on a line of its own, without its separator
-        if used + length <= width:
-            lines[-1] += unit
-            used += length
-        elif lines[-1] and guides + alone <= width:
-            lines.append([("", *unit[0][1:]), *unit[1:]])
-            used = guides + alone
-        else:
-            for sep, text, style in unit:
-                for k, word in enumerate([text] if guides + cell_len(text) <= width else text.split(" ")):
-                    put(sep if k == 0 else " ", word, style)
-    return lines
-
-
 def tree(entries, edges, kinds, roots, no_color: bool, path: str | None = None) -> None:
-    """For each root (a loss), what it depends on (see rows); on a terminal, a label longer
-    than its line wraps under its guides, between units (see wrapped)."""
-    from gradflow.cli.render.lines import Line, output
+    """For each root (a loss), what it depends on (see rows); on a terminal a label longer than
+    its line wraps under its guides, between its parts (see label and between_words)."""
     inputs_of: dict[str, list] = {}
     for e in edges:
         inputs_of.setdefault(e.dst, []).append(e)
     out = output(no_color)
-    width = out.width if out.is_terminal else None
     guides = GUIDES[(getattr(out.file, "encoding", None) or "utf-8").lower().startswith("utf")]
+    held = out.is_terminal
+    if held:
+        from gradflow.cli.render.console import between_words
     for root in roots:
-        for first, rest, label in rows(root, inputs_of, kinds, path, guides):
-            for k, pieces in enumerate(wrapped(label, width, len(rest))):
-                line = Line(rest if k else first)
-                for sep, text, style in pieces:
-                    line.append(sep).append(text, style)
-                out.print(line, soft_wrap=True)
+        for line, rest in rows(root, inputs_of, kinds, path, guides, held):
+            out.print(between_words(line.rich(), out.width, rest) if held else line, soft_wrap=True)
 
 
 def render(fmt, entries, edges, kinds, roots, no_color: bool, path: str | None = None) -> None:
