@@ -175,6 +175,24 @@ def test_no_break_spaces_are_written_as_spaces_with_the_styles_where_they_were()
     assert broken.plain == "a b\n  c\n  d" and [broken.plain[s.start:s.end] for s in broken.spans] == ["b", "c"]
 
 
+@pytest.mark.parametrize("text, width, lines", [
+    ("verdict: loss trains 3 parameters; 0 errors, 0 warnings", 36,
+     ["verdict: loss trains 3 parameters;", "  0 errors, 0 warnings"]),
+    ("numeric, seed 0; 5 parameters, 1,676 values", 36, ["numeric, seed 0; 5 parameters,", "  1,676 values"]),
+    ("flows 7.3 then w1 now", 9, ["flows 7.3", "  then w1", "  now"]),   # not a count: apart as before
+])
+def test_a_count_stays_with_its_noun_as_a_line_wraps(text, width, lines):
+    assert wrap(text, width) == "\n".join(lines)
+
+
+def test_analyze_in_a_narrow_terminal_ends_no_line_of_its_verdict_with_a_count():
+    out = CliRunner().invoke(cli, ["analyze", str(MODELS / "actor_critic.yaml")],
+                             env={"COLUMNS": "40", "FORCE_COLOR": "1", "NO_COLOR": "1"}).output
+    verdict = out[out.index("verdict:"):]
+    assert len(verdict.splitlines()) > 1 and not re.search(r"(?<![\w.])\d+\n", verdict)
+    assert "critic_loss trains\n  3 parameters; 0 errors, 0 warnings" in verdict
+
+
 def test_a_place_stays_whole_as_a_line_wraps():
     # '(line 24:9)' is one unit: never 'line' at the end of one line and '24:9)' on the next
     out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")],

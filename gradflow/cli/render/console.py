@@ -111,8 +111,9 @@ def widths(out: Console, table):
     return Measurement.get(out, out.options.update_width(10 ** 4), table)
 
 
-# A place, '(line 12:7)': one unit as a line wraps, never 'line' at one line's end, '12:7)' at the next.
-PLACE = re.compile(r"\(line \d+:\d+\)")
+# Held together as a line wraps: a place, '(line 12:7)', never 'line' at one line's end and '12:7)' at
+# the next; a count and its noun, never '0' at one line's end and 'errors' at the next.
+HELD = re.compile(r"\(line \d+:\d+\)|(?<![\w.:,])\d+(?:,\d{3})* (?=[a-z])")
 # The parts of a line, then of a part that cannot fit a line, then its words.
 PARTS = (re.compile("[^ ]+"), re.compile(f"[^ {LOOSE}]+"), re.compile(f"[^ {LOOSE}{NO_BREAK}]+"))
 LEAD = re.compile(r" *(\d+\. )?")
@@ -126,7 +127,7 @@ def between_words(text: Text, width: int, prefix: str | None = None) -> Text:
     holds first; a word longer than a line gets one of its own, whole, as does all that
     follows a prefix as wide as the line. The holds are written as spaces: what is copied
     from the terminal is what a pipe gets."""
-    plain, breaks = PLACE.sub(lambda place: place.group().replace(" ", NO_BREAK), text.plain), []
+    plain, breaks = HELD.sub(lambda held: held.group().replace(" ", NO_BREAK), text.plain), []
     for line_start, line in line_spans(plain):
         lead, rest = lead_of(line, prefix)
         if cell_len(rest) < width:
