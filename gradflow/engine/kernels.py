@@ -246,18 +246,26 @@ def clamped_log(p):
         return np.maximum(np.log(p), -100)
 
 
-def binary_cross_entropy(p, y):
-    return -np.mean(y * clamped_log(p) + (1 - y) * clamped_log(1 - p))
+def binary_cross_entropy(p, y, reduction="mean"):
+    if reduction == "mean":
+        return -np.mean(y * clamped_log(p) + (1 - y) * clamped_log(1 - p))
+    each = -(y * clamped_log(p) + (1 - y) * clamped_log(1 - p))
+    return each if reduction == "none" else np.sum(each)
 
 
-def bce_vjp_p(g, ans, p, y):
-    n = np.broadcast(p, y).size
-    return g * (p - y) / np.maximum(p * (1 - p), 1e-12) / n
+BCE_EPSILON = float(np.float32(1e-12))   # torch's floor on p(1 - p), a float32 constant there
 
 
-def bce_vjp_y(g, ans, p, y):
-    n = np.broadcast(p, y).size
-    grad = g * (clamped_log(1 - p) - clamped_log(p)) / n
+def bce_vjp_p(g, ans, p, y, reduction="mean"):
+    # torch's rule: (p - y) / p(1 - p), the divisor at least BCE_EPSILON, so a saturated p's gradient vanishes
+    grad = g * (p - y) / np.maximum(p * (1 - p), BCE_EPSILON)
+    return grad / np.broadcast(p, y).size if reduction == "mean" else grad
+
+
+def bce_vjp_y(g, ans, p, y, reduction="mean"):
+    grad = g * (clamped_log(1 - p) - clamped_log(p))
+    if reduction == "mean":
+        grad = grad / np.broadcast(p, y).size
     return np.broadcast_to(grad, np.broadcast_shapes(p.shape, y.shape))
 
 

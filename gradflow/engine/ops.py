@@ -53,8 +53,8 @@ from gradflow.engine.shapes import (
     scalar_attrs_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
-    attention_shape, batch_norm_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape, dropout_shape,
-    embedding_shape, gelu_shape, layer_norm_shape, linear_shape, loss_shape, masked_attention_shape, pool_shape,
+    attention_shape, batch_norm_shape, bce_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape,
+    dropout_shape, embedding_shape, gelu_shape, layer_norm_shape, linear_shape, loss_shape, masked_attention_shape, pool_shape,
     window_scratch,
 )
 from gradflow.errors import ShapeError
@@ -351,8 +351,8 @@ defop("mse", inputs=("a", "b"), forward=lambda a, b: np.mean(np.square(a - b)),
             lambda g, ans, a, b: g * 2 * (b - a) / np.broadcast(a, b).size),
       shape=loss_shape, doc="mean squared error", **_NN)
 defop("binary_cross_entropy", inputs=("p", "y"), forward=binary_cross_entropy, vjps=(bce_vjp_p, bce_vjp_y),
-      shape=loss_shape, doc="mean of -(y log p + (1 - y) log(1 - p)); logs clamped at -100 (as PyTorch)",
-      **_NN)
+      shape=bce_shape, doc="mean of -(y log p + (1 - y) log(1 - p)) (reduction=\"sum\": the sum, \"none\": each); "
+      "logs clamped at -100 (as PyTorch)", attrs={"reduction": "mean"}, **_NN)
 defop("dropout", inputs=("x",), forward=dropout, vjps=(dropout_vjp,), shape=dropout_shape,
       doc="zero each entry with probability p (mask from seed), scale the rest by 1/(1-p)",
       attrs={"p": REQUIRED, "seed": 0}, seeded=True, **_NN)

@@ -14,6 +14,13 @@ def loss_shape(a, b):
     return ()
 
 
+def bce_shape(p, y, reduction="mean"):
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(f"reduction must be \"mean\", \"sum\" or \"none\", not {reduction!r}")
+    shape = broadcast_shape(p, y)   # raises on a mismatch
+    return shape if reduction == "none" else ()
+
+
 def layer_norm_shape(x, gamma, beta, eps=1e-5):
     if not x:
         raise ShapeError("layer_norm of a scalar: needs at least one axis")

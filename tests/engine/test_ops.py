@@ -225,7 +225,10 @@ CASES: dict[str, list[Case]] = {
         Case("broadcast", normal((3, 4), (1, 4)))],
     "binary_cross_entropy": [Case(f"{list(s)}", args(U(*s), U(*s, lo=0, hi=1))) for s in SHAPES] + [
         Case("hard-labels", args(U(3, 4), B(3, 4))),
-        Case("broadcast", args(U(1, 4), U(3, 4, lo=0, hi=1)))],
+        Case("broadcast", args(U(1, 4), U(3, 4, lo=0, hi=1))),
+        Case("sum", args(U(3, 4), U(3, 4, lo=0, hi=1)), {"reduction": "sum"}),
+        Case("none", args(U(3, 4), U(3, 4, lo=0, hi=1)), {"reduction": "none"}),
+        Case("none-broadcast", args(U(3, 1), U(3, 4, lo=0, hi=1)), {"reduction": "none"})],
     "dropout": unary(p=0.3, seed=1) + [Case("no-drop", normal((3, 4)), {"p": 0.0}),
                                        Case("all-drop", normal((3, 4)), {"p": 1.0})],
     "conv2d": [Case("basic", normal((2, 3, 5, 5), (4, 3, 3, 3))),

@@ -121,7 +121,8 @@ TORCH = {
     "cross_entropy": lambda logits, labels, ignore_index=None: F.cross_entropy(
         logits, labels, ignore_index=-100 if ignore_index is None else ignore_index),
     "mse": lambda a, b: F.mse_loss(*torch.broadcast_tensors(a, b)),
-    "binary_cross_entropy": lambda p, y: F.binary_cross_entropy(*torch.broadcast_tensors(p, y)),
+    "binary_cross_entropy": lambda p, y, reduction="mean":
+        F.binary_cross_entropy(*torch.broadcast_tensors(p, y), reduction=reduction),
     "dropout": dropout,
     "conv2d": lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
     "max_pool2d": pool(F.max_pool2d), "avg_pool2d": pool(F.avg_pool2d),

@@ -149,7 +149,9 @@ class Tagger(nn.Module):
                 "saturated": F.binary_cross_entropy_with_logits(50 + h.abs(), torch.ones_like(h), weight=w,
                                                                 pos_weight=pos),
                 "tails": F.binary_cross_entropy(torch.sigmoid(h - 32), y, reduction="sum")
-                         + F.binary_cross_entropy(torch.sigmoid(h - 30), y),    # p(1 - p) below 1e-12
+                         + F.binary_cross_entropy(torch.sigmoid(h - 30), y)     # p(1 - p) below 1e-12
+                         + F.binary_cross_entropy(torch.sigmoid(h - 31), y, weight=rows)
+                         + (F.binary_cross_entropy(torch.sigmoid(h - 32), y, reduction="none") * n).sum(),
                 "edges": F.binary_cross_entropy(torch.tensor([[1.0, 0.0, 0.5]], dtype=x.dtype).expand(6, 3), y,
                                                 reduction="none").sum() + F.binary_cross_entropy(p, y, weight=rows)}
 

@@ -1,5 +1,5 @@
 """Static arguments given as strings: only an op's mode argument (gelu's approximate, max and min's
-ties) takes one."""
+ties, binary_cross_entropy's reduction) takes one."""
 
 from __future__ import annotations
 
@@ -48,6 +48,8 @@ def test_attrs_ties_say_which_tied_entries_get_the_gradient(write_model, op, val
     ("gelu(x, approximate=1)", "argument 'approximate' of gelu() must be a string such as 'tanh', not 1"),
     ("max(x, ties=2)", "argument 'ties' of max() must be a string such as 'first', not 2"),
     ("max(x, ties='spilt')", "max: ties must be \"first\" or \"split\", not 'spilt'"),
+    ("binary_cross_entropy(sigmoid(x), x * 0.0, reduction='avg')",
+     "binary_cross_entropy: reduction must be \"mean\", \"sum\" or \"none\", not 'avg'"),
     ("leaky_relu(x, slope='steep')", "argument 'slope' of leaky_relu() cannot be a string"),
 ])
 def test_attrs_string_where_none_belongs_is_a_located_error(write_model, expr, message):

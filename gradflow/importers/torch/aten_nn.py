@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
 
 
@@ -69,19 +67,16 @@ def bce_logits(c):
     return reduced(per if weight is None else f"({per}) * {weight}", c.arg(4, "reduction", 1))
 
 
-LOG_FLOOR = 3.720075976020836e-44   # e ** -100: torch clamps BCE's logs at -100
-
-
 def bce(c):
+    """gradflow's op, whose gradient is torch's rule where p(1 - p) < 1e-12 too (the logs' own
+    gradient is not there); each position's loss (reduction='none') times the weight."""
     p, y, weight, reduction = c.args[0], c.args[1], c.arg(2, "weight"), c.arg(3, "reduction", 1)
-    if weight is None and reduction:
-        # gradflow's op is torch's where p(1 - p) < 1e-12 too: torch's gradient divides by 1e-12 there,
-        # where the per-position form below follows the logs' own gradient (the values agree)
-        mean = f"binary_cross_entropy({p}, {y})"
-        return mean if reduction == 1 else f"{mean} * {math.prod(c.shapes[0])}"
-    # the logs' floor keeps p = 0 or 1 finite as torch's clamp does, and its gradient free of NaN
-    per = f"-({y} * log(clip({p}, {LOG_FLOOR!r}, None)) + (1 - {y}) * log(clip(1 - {p}, {LOG_FLOOR!r}, None)))"
-    return reduced(per if weight is None else f"{per} * {weight}", reduction)
+    if weight is None:
+        return f"binary_cross_entropy({p}, {y}{BCE_REDUCTION[reduction]})"
+    return reduced(f"binary_cross_entropy({p}, {y}, reduction='none') * {weight}", reduction)
+
+
+BCE_REDUCTION = {0: ", reduction='none'", 1: "", 2: ", reduction='sum'"}
 
 
 def normalized(x: str, axis, eps) -> str:
