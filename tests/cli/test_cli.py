@@ -355,22 +355,27 @@ def test_gradcheck_too_narrow_for_a_skip_reason_leaves_it_to_the_line_below():
     assert "skipped: grad_reverse\n" in wide
 
 
-def test_gradcheck_wider_than_the_terminal_pads_no_line_past_its_text():
-    # policy_loss, parameter, max |error| and result need 42 columns: the terminal wraps the
-    # header, but no row, whose text ends by column 38.
+def test_gradcheck_too_narrow_for_its_table_gets_a_record_per_pair():
+    # policy_loss, parameter, max |error| and result need 42 columns: a record per pair, not a
+    # table whose header and rule the terminal would wrap.
     out = CliRunner().invoke(cli, ["gradcheck", str(MODELS / "actor_critic.yaml")],
                              env={"COLUMNS": "40", **TERMINAL}).output
-    rows = [line for line in out.splitlines() if line.startswith(("policy_loss ", "critic_loss "))]
-    assert len(rows) == 5 and all(len(row) <= 40 and row == row.rstrip() for row in rows)
-    assert "loss          parameter   |error|   result\n" in out and "…" not in out
+    lines = out.splitlines()
+    assert all(len(line) <= 40 and line == line.rstrip() for line in lines) and "…" not in out and "─" not in out
+    assert lines[0] == "actor.w" and lines[1] == "  loss         policy_loss" and lines[6] == "  result       ok"
+    assert [line[2:13].rstrip() for line in lines[1:7]] == ["loss", "entries", "max |error|", "tape", "numeric", "result"]
+    errors = [line.split()[-1] for line in lines if line.startswith("  max |error|  ")]
+    assert len(errors) == 5 and all(float(e) < 1e-6 for e in errors) and lines[-1] == "5 pairs compared: ok"
 
 
-def test_gradcheck_name_wider_than_the_terminal_stays_whole(write_model):
+def test_gradcheck_name_wider_than_the_terminal_stays_whole_on_a_line_of_its_own(write_model):
     long = "encoder.layers.3.attention.query_projection.weight"
     path = write_model(f"gradflow: 1\nparams:\n  {long}: {{shape: [3]}}\ngraph:\n  loss: sum(tanh({long}))\n"
                        "losses: [loss]\n")
     out = CliRunner().invoke(cli, ["gradcheck", path], env={"COLUMNS": "40", **TERMINAL}).output
-    assert f"loss   {long}   " in out and "…" not in out
+    lines = out.splitlines()
+    assert lines[:3] == [long, "  loss         loss", "  entries      3"] and "…" not in out
+    assert all(len(line) <= 40 for line in lines[1:])
 
 
 @pytest.mark.parametrize("columns", ["40", "80", "200"])

@@ -1,8 +1,10 @@
-"""`gradflow gradcheck`: one row per (loss, parameter), the worst disagreement found."""
+"""`gradflow gradcheck`: one row per (loss, parameter), the worst disagreement found; a
+terminal too narrow for the table of even the fewest columns gets a record per row."""
 
 from __future__ import annotations
 
 from rich import box
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -28,7 +30,11 @@ def render(checks, no_color: bool) -> None:
         measured = widths(out, t)
         if measured.maximum <= out.width:
             break
-    emit(out, t, measured.minimum)
+    if out.is_terminal and measured.minimum > out.width:   # a long name and the error cannot share a line
+        for line in records(checks, out.width):
+            out.print(line)
+    else:
+        emit(out, t, measured.minimum)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
         out.print(f"skipped: {reason}", style="dim")
@@ -44,6 +50,21 @@ def table(columns, rows: list) -> Table:
     for row in rows:
         t.add_row(*(row[COLUMNS.index(column)] for column in columns))
     return t
+
+
+def records(checks, width: int) -> list:
+    """The table as a record per row: the parameter, then a line per other column, its name
+    and its cell, the cells in one column where each line fits then."""
+    rows = [dict(zip(COLUMNS, cells(c, why=False))) for c in checks]   # a skipped pair's reason is said below
+    names = [name for name in COLUMNS if name != "parameter"]
+    pad = max(map(len, names))
+    if 2 + pad + 2 + max((cell_len(str(row[name])) for row in rows for name in names), default=0) > width:
+        pad = 0
+    lines = []
+    for row in rows:
+        lines.append(Text(row["parameter"]))
+        lines += [Text.assemble(f"  {name:<{pad}}  ", row[name]) for name in names]
+    return lines
 
 
 def cells(c, why: bool = True) -> tuple:
