@@ -106,9 +106,16 @@ def ensure_values(model, max_memory: float) -> None:
         place = model.sources.get(info.entry) if info and info.call is None else None
         place = place or info or Place(1, 1)
         raise model.error(f"a numeric run needs about {human_bytes(need)}, more than the limit of "
-                          f"{human_bytes(max_memory)}{where}: use --structural, or smaller dims with "
-                          "--dim NAME=INT (or raise --max-memory)", place)
+                          f"{human_bytes(max_memory)}{where}: use --structural, or {smaller(model.spec)} "
+                          "(or raise --max-memory)", place)
     model.materialize()
+
+
+def smaller(spec) -> str:
+    """How this model can be made smaller: --dim sets only a model file's top-level dims."""
+    if spec.step:
+        return "a smaller model or batch in the step"
+    return "smaller dims with --dim NAME=INT" if spec.dims else "smaller shapes in the file"
 
 
 def fill_numbers(pair: Pair, grads: list, t, graph, flow, every: Lazy) -> None:

@@ -197,9 +197,17 @@ def test_analyze_max_memory_refuses_a_large_numeric_run():
     assert "transformer.yaml:52:7: error: a numeric run needs about 654 KiB, more than the limit of 1 KiB" \
         in result.stderr
     assert "(its largest tensor is block.0.w1 [16, 64], made on this line)" in result.stderr
-    assert "--structural" in result.stderr
+    assert "use --structural, or smaller dims with --dim NAME=INT (or raise --max-memory)" in result.stderr
     decimal = run("analyze", str(MODELS / "transformer.yaml"), "--max-memory", "1KB")
     assert "more than the limit of 1000 B (" in decimal.stderr          # not '1e+03 B'
+
+
+def test_analyze_max_memory_of_a_file_without_dims_suggests_smaller_shapes_not_dim(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("gradflow: 1\nparams:\n  w: {shape: [64, 64]}\ngraph:\n  loss: sum(w)\nlosses: [loss]\n")
+    result = run("analyze", str(path), "--max-memory", "1KiB")
+    assert result.exit_code == 2
+    assert "use --structural, or smaller shapes in the file (or raise --max-memory)" in result.stderr
 
 
 @pytest.mark.parametrize("given", ["0", "0KB", "0.0GiB", "1e400"])

@@ -792,6 +792,7 @@ def test_weights_and_memory_errors_of_a_step_are_at_its_python_lines(step_file, 
     big = run_cli("analyze", f"{path}:step", "--max-memory", "10")     # the largest tensor is the input x
     assert big.stderr.startswith(f"{path}:{line_of('def')}:1: error: a numeric run needs about ")
     assert "(its largest tensor is x [3, 2], made on this line)" in big.stderr
+    assert "use --structural, or a smaller model or batch in the step (or raise --max-memory)" in big.stderr
 
 
 def test_a_trace_that_fails_prints_no_torch_graph_only_the_users_prints_and_one_located_line(step_file):
