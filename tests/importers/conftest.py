@@ -26,9 +26,11 @@ def step_file(tmp_path):
 def same_as_torch():
     """check(report, path, func): every (loss, param) of the report against torch.autograd.grad
     on a fresh float64 copy of the step (frozen parameters asked too): None is blocked or
-    unreachable, zeros are zero, anything else flows with the same values (rtol 1e-6)."""
+    unreachable, zeros are zero, anything else flows with the same values (rtol 1e-6). Tensors
+    made in forward are float64, as the importer makes them."""
     import numpy as np
     torch = pytest.importorskip("torch")
+    from gradflow.importers.torch import float64
     from gradflow.importers.torch.target import load_step
 
     def check(report, path: str, func: str) -> None:
@@ -37,7 +39,8 @@ def same_as_torch():
         params = dict(module.named_parameters())
         for p in params.values():
             p.requires_grad_(True)
-        losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
+        with float64():
+            losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
         assert {p.name for p in report.params} == set(params)
         for loss, value in losses.items():
             grads = torch.autograd.grad(value, list(params.values()), allow_unused=True, retain_graph=True) \

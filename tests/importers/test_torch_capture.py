@@ -993,3 +993,23 @@ def test_an_async_func_is_one_located_line_without_pythons_never_awaited_warning
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert result.stderr == f"{path}:4:1: error: step() must return a dict with 'module' and 'inputs', not coroutine\n"
+
+
+def test_tensors_made_in_forward_are_float64_in_the_torch_comparison_too(step_file, same_as_torch):
+    # the importer makes forward's new tensors float64; a float32 one would fail torch's matmul here
+    import gradflow
+    path, _ = step_file("""
+    class Made(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return {"loss": (self.lin(x) @ torch.linspace(-1.0, 1.0, 6).reshape(3, 2)).pow(2).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Made(), "inputs": (torch.randn(2, 4),)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
