@@ -82,23 +82,15 @@ def environ() -> dict:
 TRAILING_BLANKS = re.compile(r"(?: |\x1b\[[0-9;]*m)+$")
 
 
-def emit(out: Console, renderable, whole: int | None = None) -> None:
-    """Print a table: on a terminal as rich draws it. Wider than the terminal even with its cells
-    wrapped (``whole``: the width at which none is cut), at that width, and into a pipe at its
-    natural width, never wrapped: both without the blanks rich pads the last column with, so
-    a terminal wraps only the lines that do not fit."""
-    wider = out.is_terminal and whole is not None and whole > out.width and not out.legacy_windows
-    if out.is_terminal and not wider:
+def emit(out: Console, renderable) -> None:
+    """Print a table: on a terminal as rich draws it (one that cannot fit the terminal is given
+    as records instead: see widths), into a pipe at its natural width, never wrapped, without
+    the blanks rich pads the last column with."""
+    if out.is_terminal:
         out.print(renderable)
         return
-    width = out.width
-    if wider:
-        out.width = whole      # print() takes no width past the console's
-    try:
-        with out.capture() as captured:
-            out.print(renderable)
-    finally:
-        out.width = width
+    with out.capture() as captured:
+        out.print(renderable)
     text = "\n".join(TRAILING_BLANKS.sub(lambda end: end.group().replace(" ", ""), line)
                      for line in captured.get().splitlines())
     out.file.write(text + "\n")
@@ -106,7 +98,7 @@ def emit(out: Console, renderable, whole: int | None = None) -> None:
 
 def widths(out: Console, table):
     """A table's width with nothing wrapped (maximum), and with every cell wrapped between
-    words but none cut (minimum), as rich measures it: emit's ``whole``."""
+    words but none cut (minimum), as rich measures it."""
     from rich.measure import Measurement
     return Measurement.get(out, out.options.update_width(10 ** 4), table)
 

@@ -34,7 +34,7 @@ def render(checks, no_color: bool) -> None:
         for line in records(checks, out.width):
             out.print(line)
     else:
-        emit(out, t, measured.minimum)
+        emit(out, t)
     reasons = sorted({c.skipped for c in checks if c.skipped})
     for reason in reasons:
         out.print(f"skipped: {reason}", style="dim")

@@ -213,15 +213,14 @@ def render_report(report, no_color: bool, expand: bool = False, problems: bool =
     if body:
         tables = [table(report, losses, body) for losses in loss_groups(report, body, width)]
         # a number or a word is never cut; measured for a terminal only, a pipe gets whole lines
-        wholes = [None if width is None else widths(out, t).minimum for t in tables]
-        if width is not None and max(wholes) > width:   # a name and a loss cannot share a line
-            for line in records(report, body, width):
+        if width is not None and max(widths(out, t).minimum for t in tables) > width:
+            for line in records(report, body, width):   # a name and a loss cannot share a line
                 out.print(line)
         else:
-            for k, (t, whole) in enumerate(zip(tables, wholes)):
+            for k, t in enumerate(tables):
                 if k:
                     out.print()
-                emit(out, t, whole)
+                emit(out, t)
         out.print(Text(legend(report, body, notes), style="dim"))
     elif problems:
         out.print(Text("every pair is as intended", style="green"))
