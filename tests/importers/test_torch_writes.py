@@ -221,3 +221,58 @@ def test_an_update_nothing_reads_afterwards_is_left_out(step_file):
                                   "return {'loss': h}"])
     imported = import_python(f"{path}:step")
     assert [line.expr for line in imported.graph] == ["x @ w", "matmul_0 ** 2", "sum(pow_1)"]
+
+
+SAVED_THEN_WRITTEN = """
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.D = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+    def forward(self, real, fake):
+        print("forward")
+        d_loss = self.D(fake).mean() - self.D(real).mean()  # @saved
+        with torch.no_grad():
+            for p in self.D.parameters():
+                p.clamp_(-0.01, 0.01)  # clipped after the loss was computed from them
+        return {"d_loss": d_loss}
+
+
+def step():  # @def
+    torch.manual_seed(0)
+    return {"module": Critic(), "inputs": (torch.randn(8, 4), torch.randn(8, 4))}
+"""
+
+
+def test_a_value_saved_for_backward_then_written_in_place_is_torchs_backward_error_at_the_line_saving_it(step_file):
+    from importlib import util
+
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    path, line_of = step_file(SAVED_THEN_WRITTEN)
+    spec = util.spec_from_file_location("critic", path)
+    critic = util.module_from_spec(spec)
+    spec.loader.exec_module(critic)
+    made = critic.step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        made["module"](*made["inputs"])["d_loss"].backward()   # torch itself refuses this step
+    result = CliRunner().invoke(cli, ["check", f"{path}:step"])
+    assert result.exit_code == 2
+    assert result.stderr == ("forward\n"   # the user's print, once: the rerun's is not shown
+                             f"{path}:{line_of('saved')}:40: error: D.2.weight, saved here for the backward pass, "
+                             "is written in place later in forward, so torch's backward fails ('one of the "
+                             "variables needed for gradient computation has been modified by an inplace "
+                             "operation'); write it after the backward, or write into a .clone()\n")
+
+
+def test_a_step_whose_writes_torch_can_run_is_rerun_on_a_copy_silently(step_file, same_as_torch):
+    # the check reruns the step: the real weights keep their values, what forward prints shows once
+    from click.testing import CliRunner
+
+    import gradflow
+    from gradflow.cli.main import cli
+    path, _ = written(step_file, ["print('forward')"] + FAITHFUL["ema_data"])
+    result = CliRunner().invoke(cli, ["check", f"{path}:step"])
+    assert result.stderr == "forward\n" and result.exit_code == 1   # w is unused: a GF102 error
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")

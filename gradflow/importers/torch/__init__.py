@@ -13,7 +13,9 @@ import torch
 
 from gradflow.errors import ModelError
 from gradflow.importers.document import Imported
+from gradflow.importers.torch.backward import check_backward
 from gradflow.importers.torch.capture import export
+from gradflow.importers.torch.fxgraph import writes
 from gradflow.importers.torch.places import display, is_torch_frame, no_hard_exit
 from gradflow.importers.torch.target import load_step, own_argv
 from gradflow.importers.torch.translate import Translator
@@ -68,6 +70,8 @@ def capture(file: str, func: str) -> Imported:
         program, recorder = export(module, inputs, step.source)
         imported = Imported(func, step.description, step.source)
         Translator(program, step, recorder, imported).run()
+        if writes_in_place(program):   # torch may refuse its backward, where the graph reads old values
+            check_backward(module, inputs, step.source)
     imported.expect = {loss: {status: list(globs) for status, globs in statuses.items()}
                        for loss, statuses in step.expect.items()}
     return imported
@@ -99,3 +103,9 @@ def check_globs(step) -> None:
         if not all(isinstance(g, str) for g in globs):
             raise ModelError(f"wrt for {loss!r} must be a list of parameter globs",
                              display(at.path), at.line, at.col)
+
+
+def writes_in_place(program) -> bool:
+    """Does the exported step write into a tensor in place, in its graph or a grad-mode block's?"""
+    return any(writes(node) for graph_module in program.graph_module.modules()
+               if isinstance(graph_module, torch.fx.GraphModule) for node in graph_module.graph.nodes)
