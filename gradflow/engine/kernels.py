@@ -263,7 +263,8 @@ def bce_vjp_p(g, ans, p, y, reduction="mean"):
 
 
 def bce_vjp_y(g, ans, p, y, reduction="mean"):
-    grad = g * (clamped_log(1 - p) - clamped_log(p))
+    with np.errstate(divide="ignore", invalid="ignore"):   # torch's -logit(p): infinite at p = 0 or 1
+        grad = g * -np.log(p / (1 - p))
     if reduction == "mean":
         grad = grad / np.broadcast(p, y).size
     return np.broadcast_to(grad, np.broadcast_shapes(p.shape, y.shape))

@@ -100,6 +100,8 @@ CORNERS = {
                            [[1e-14, 0.5, 0.25], [0.0, 1.0, 0.0]], {"reduction": "none"}, [1.0, 2.0, 3.0]),
     "bce-saturated-sum": ("binary_cross_entropy", lambda p, y, reduction: F.binary_cross_entropy(p, y, reduction=reduction),
                           [[1e-14, 1e-13, 0.25], [1.0, 0.0, 0.0]], {"reduction": "sum"}, 1.0),
+    "bce-target-at-p-0-and-1": ("binary_cross_entropy", lambda p, y, reduction: F.binary_cross_entropy(p, y, reduction=reduction),
+                                [[0.0, 1.0, 0.25, 0.5], [0.5, 0.5, 0.0, 1.0]], {"reduction": "mean"}, 1.0),
     "norm-at-zero": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, 1.0),
     "norm-at-zero-inf": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, INF),
     "pow-corners": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0],
@@ -133,8 +135,7 @@ def test_op_gradient_corners_match_torch(corner):
     arrays = [np.asarray(a, dtype=float) for a in arrays]
     ours = tape_grads(name, arrays, attrs, upstream)
     theirs = torch_grads(fn, arrays, attrs, upstream)
-    # no gradient through where's condition; BCE's target: the logs round apart, the corner is p's
-    skip = {0} if name == "where" else {1} if name == "binary_cross_entropy" else set()
+    skip = {0} if name == "where" else set()      # no gradient through the condition
     for k, (mine, other) in enumerate(zip(ours, theirs)):
         if k in skip:
             continue
