@@ -156,12 +156,13 @@ def test_a_line_continues_after_its_prefix(text, width, prefix, lines):
     assert wrap(text, width, prefix) == "\n".join(lines)
 
 
-@pytest.mark.parametrize("text, lines", [
-    ("  1. block.0.attention.wq -> h", ["  1. block.0.attention.wq", "     -> h"]),   # never '1.' alone
-    ("  the gradient dies at relu in h", ["  the gradient dies", "    at relu in h"]),
+@pytest.mark.parametrize("text, width, lines", [
+    ("  1. block.0.attention.wq -> h", 20, ["  1. block.0.attention.wq", "     -> h"]),   # never '1.' alone
+    ("  the gradient dies at relu in h", 20, ["  the gradient dies", "    at relu in h"]),
+    ("  loss value", 3, ["  loss", "    value"]),   # no room beside the blanks: a word a line, as ever
 ])
-def test_a_line_continues_under_its_first_word_after_its_indent_and_marker(text, lines):
-    assert wrap(text, 20) == "\n".join(lines)
+def test_a_line_continues_under_its_first_word_after_its_indent_and_marker(text, width, lines):
+    assert wrap(text, width) == "\n".join(lines)
 
 
 def test_no_break_spaces_are_written_as_spaces_with_the_styles_where_they_were():

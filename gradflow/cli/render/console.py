@@ -113,16 +113,16 @@ LEAD = re.compile(r" *(\d+\. )?")
 
 def between_words(text: Text, width: int, prefix: str | None = None) -> Text:
     """``text`` with its spaces turned into line breaks where a line would pass ``width``. A
-    line's continuations start with ``prefix``: a tree's guides, by default blanks under its
-    first word after its indent and a `1. ` marker, which stay with that word. A part held
-    by no-break spaces comes apart only where it cannot fit a line of its own, at its LOOSE
-    holds first; a word longer than a line gets one of its own, whole, as does all that
-    follows a prefix as wide as the line. The holds are written as spaces: what is copied
-    from the terminal is what a pipe gets."""
+    line's continuations start with ``prefix``: a tree's guides (a line they leave no room
+    beside stays whole), by default blanks under its first word after its indent and a `1. `
+    marker, which stay with that word. A part held by no-break spaces comes apart only where
+    it cannot fit a line of its own, at its LOOSE holds first; a word longer than a line gets
+    one of its own, whole. The holds are written as spaces: what is copied from the terminal
+    is what a pipe gets."""
     plain, breaks = HELD.sub(lambda held: held.group().replace(" ", NO_BREAK), text.plain), []
     for line_start, line in line_spans(plain):
         lead, rest = lead_of(line, prefix)
-        if cell_len(rest) < width:
+        if prefix is None or cell_len(prefix) < width:   # guides as wide as the line: no room to wrap in
             breaks += [(line_start + end, line_start + start, rest)
                        for end, start in broken(line, lead, cell_len(rest), width)]
     if not breaks and LOOSE not in text.plain and NO_BREAK not in text.plain:
