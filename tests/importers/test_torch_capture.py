@@ -1013,3 +1013,39 @@ def test_tensors_made_in_forward_are_float64_in_the_torch_comparison_too(step_fi
         return {"module": Made(), "inputs": (torch.randn(2, 4),)}
     """)
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+
+
+def test_a_random_fill_of_a_new_tensor_in_forward_is_drawn_once_at_import_as_randn_like_is(step_file):
+    # torch.empty_like(std).normal_() is the older spelling of randn_like(std), as in a VAE's
+    # reparameterisation: the draw becomes a constant input, which the loss then reads
+    import numpy as np
+
+    import gradflow
+    from gradflow.importers.torch.target import load_step
+    path, _ = step_file("""
+    class Reparam(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.logvar = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            mu, std = self.enc(x), torch.exp(0.5 * self.logvar(x))
+            eps = torch.empty_like(std).normal_()
+            u = torch.empty(3, 4).uniform_(-1.0, 1.0)
+            return {"loss": (mu + eps * std + u).pow(2).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Reparam(), "inputs": (torch.randn(3, 4),)}
+    """)
+    imported = import_python(f"{path}:step")
+    eps, u = imported.arrays["normal"], imported.arrays["uniform"]
+    assert eps.shape == u.shape == (3, 4) and eps.std() > 0.3 and -1 <= u.min() < u.max() <= 1
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert {report.status(p.name, "loss") for p in report.params} == {"flows"}
+    step = load_step(path, "step")   # the same weights: the loss from the drawn constants, in torch
+    m, x = step.module.double(), step.inputs[0].double()
+    mu, std = m.enc(x), torch.exp(0.5 * m.logvar(x))
+    expected = (mu + torch.from_numpy(eps) * std + torch.from_numpy(u)).pow(2).sum().item()
+    assert report.losses[0].value == pytest.approx(expected, rel=1e-12)

@@ -31,6 +31,7 @@ from gradflow.importers.torch.places import display
 from gradflow.importers.torch.rebind import Rebinding, updated
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
+RANDOM_FILLS = {"normal_", "uniform_"}   # torch.empty_like(std).normal_(): drawn once, at import
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
                  "randint_like"}
 
@@ -204,9 +205,13 @@ class Translator(Leaves, Rebinding):
         if packet == "detach_" and target_name(node.args[0].target) == "lift_fresh_copy":
             # torch.tensor(2.0) in forward is export's lift_fresh_copy then detach_: no cut the user wrote
             return self.values.get(node.args[0])
-        if packet == "detach" or in_place(packet) or not all(isinstance(self.values.get(a), Const) for a in inputs):
+        if packet == "detach" or (in_place(packet) and packet not in RANDOM_FILLS) or \
+                not all(isinstance(self.values.get(a), Const) for a in inputs):
             return None
+        # a random fill draws into a copy: the constant it writes keeps its value under its other names
         args = torch.fx.node.map_arg(node.args, lambda a: self.values[a].value)
+        if packet in RANDOM_FILLS:
+            args = (args[0].clone(), *args[1:])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: self.values[a].value)
         try:
             result = node.target(*args, **kwargs)
