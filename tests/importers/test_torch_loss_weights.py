@@ -1,5 +1,6 @@
 """Losses with weights against PyTorch: class weights of cross_entropy and nll_loss, weight and
-pos_weight of the binary cross entropies, every reduction; values and gradients compared."""
+pos_weight of the binary cross entropies, cross_entropy against class probabilities, every
+reduction; values and gradients compared."""
 
 from __future__ import annotations
 
@@ -200,3 +201,35 @@ def test_import_a_loss_weight_that_takes_gradient_is_an_error_at_its_line_as_in_
         gradflow.load(f"{path}:step")
     assert str(e.value).startswith(f"{path}:{line_of('loss')}:"), str(e.value)
     assert "not differentiable with respect to argument" in str(e.value) and "weight" in str(e.value)
+
+
+SOFT_TARGETS = """
+class Student(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.student, self.teacher = nn.Linear(4, 5), nn.Linear(4, 5)
+        self.register_buffer("w", torch.tensor([0.5, 2.0, 0.0, 1.5, 3.0]))
+
+    def forward(self, x, mix):
+        logits, soft = self.student(x), self.teacher(x).softmax(1)   # soft: takes gradient, as in torch
+        img = logits.reshape(2, 3, 5).transpose(1, 2)                  # [2, 5, 3]: the class axis second
+        img_soft = mix.reshape(2, 3, 5).transpose(1, 2)
+        return {"distill": F.cross_entropy(logits, soft) + F.cross_entropy(logits, soft.detach(), reduction="sum"),
+                "mixup": F.cross_entropy(logits, mix, weight=self.w, label_smoothing=0.2)
+                         + (F.cross_entropy(logits, mix, weight=self.w, reduction="none") * torch.arange(6.0)).sum()
+                         + F.cross_entropy(img, img_soft, weight=self.w)
+                         + F.cross_entropy(img, img_soft, label_smoothing=0.1, reduction="none").sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    mix = 0.7 * F.one_hot(torch.tensor([0, 1, 2, 3, 4, 1]), 5) + 0.3 * F.one_hot(torch.tensor([1, 1, 0, 2, 3, 4]), 5)
+    return {"module": Student(), "inputs": (torch.randn(6, 4), mix.double())}
+"""
+
+
+def test_import_cross_entropy_against_class_probabilities_gives_torch_values_and_gradients(step_file, same_as_torch):
+    path, _ = step_file(SOFT_TARGETS)
+    report = check(path, "step", same_as_torch)
+    # the teacher learns from the distillation loss through its softmax, unless detached
+    assert report.status("teacher.weight", "distill") == "flows"

@@ -591,26 +591,6 @@ def test_import_cross_entropy_and_nll_with_smoothing_reductions_and_positions_gi
     same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
 
 
-def test_import_cross_entropy_with_probabilities_is_refused_at_its_line(step_file):
-    path, line_of = step_file("""
-    class Soft(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(4, 5)
-
-        def forward(self, x, p):
-            return {"loss": F.cross_entropy(self.lin(x), p, weight=torch.ones(5))}   # @soft
-
-
-    def step():
-        return {"module": Soft(), "inputs": (torch.randn(6, 4), torch.rand(6, 5).softmax(1))}
-    """)
-    with pytest.raises(gradflow.ModelError) as e:
-        gradflow.load(f"{path}:step")
-    assert str(e.value).startswith(f"{path}:{line_of('soft')}:"), str(e.value)
-    assert "class labels" in str(e.value)
-
-
 def test_import_norms_without_affine_group_norm_and_padding_rows_give_torch_autograd_gradients(
         step_file, same_as_torch):
     path, _ = step_file("""

@@ -36,8 +36,28 @@ def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
     return f"sum({per})" if reduction == 2 else f"sum({per}) / sum({counted})"
 
 
+def probability_loss(c, smoothing: float) -> str:
+    """Cross entropy against class probabilities (soft labels: distillation, mixup): -sum over the
+    classes of target * log_softmax, the target blended with the uniform by label_smoothing, each
+    class scaled by its weight; the mean is over the positions, whatever the weights, as torch's."""
+    weight, reduction = c.arg(2, "weight"), c.arg(3, "reduction", 1)
+    classes = c.shapes[0][1]
+    target = c.args[1] if not smoothing else f"({c.args[1]} * {1 - smoothing!r} + {smoothing / classes!r})"
+    product = f"log_softmax({c.args[0]}, axis=1) * {target}"
+    if weight is not None:
+        product = f"{product} * reshape({weight}, {shape_text((1, classes) + (1,) * (c.ndim() - 2))})"
+    if reduction == 0:
+        return f"-sum({product}, axis=1)"
+    positions = 1
+    for n in c.shapes[0]:
+        positions *= n
+    return f"-sum({product})" if reduction == 2 else f"-sum({product}) / {positions // classes}"
+
+
 def cross_entropy(c):
     smoothing = c.arg(5, "label_smoothing", 0.0)
+    if c.kinds.get(1) == "float" and c.ndim() >= 2 and tuple(c.shapes[1]) == tuple(c.shapes[0]):
+        return probability_loss(c, smoothing)
     plain = c.arg(2, "weight") is None and c.arg(3, "reduction", 1) == 1 and not smoothing and c.ndim() == 2
     if plain and c.ndim(1) == 1 and c.kinds.get(1) in ("int", None):
         return f"cross_entropy({c.args[0]}, {c.args[1]}, ignore_index={c.arg(4, 'ignore_index', -100)})"
