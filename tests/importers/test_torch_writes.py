@@ -203,11 +203,16 @@ def test_what_torch_or_gradflow_cannot_run_is_one_located_error_at_its_line(step
     assert line.startswith(f"{path}:{line_of('write')}:{col}: error: {message}")
 
 
-def test_a_redundant_no_grad_around_a_write_into_an_input_is_named_after_the_input(step_file):
+def test_a_redundant_no_grad_around_a_write_into_an_input_is_named_after_the_input(step_file, same_as_torch):
     path, line_of = written(step_file, ["with torch.no_grad():  # @with", "    x.mul_(2.0)",
                                         "    x.add_(1.0)", LOSS])
     imported = import_python(f"{path}:step")
     assert [line.targets for line in imported.graph if "no_grad(" in line.expr] == [("x_updated",)]
+    # the step is run again to check its backward: on a copy, so x is written once, not twice
+    import gradflow
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
+    same_as_torch(report, path, "step")
     from click.testing import CliRunner
 
     from gradflow.cli.main import cli

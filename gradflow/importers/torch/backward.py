@@ -33,8 +33,8 @@ class Rewritten(Exception):
 def check_backward(module: torch.nn.Module, inputs: tuple, fallback: Source) -> None:
     """Raise a located ModelError if torch's backward of the step would fail on a saved value
     that forward wrote in place; anything else the rerun meets is left to the exported graph."""
-    try:
-        module = copy.deepcopy(module)   # the step's own writes must not change the real weights
+    try:   # the step's own writes must change neither the real weights nor the inputs
+        module, inputs = copy.deepcopy((module, inputs))
     except Exception:
         return
     saved = []   # (tensor, its version when saved, the user's line that saved it)
