@@ -48,13 +48,13 @@ from gradflow.engine.kernels_nn import (
     silu, silu_vjp,
 )
 from gradflow.engine.shapes import (
-    arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, extreme_shape,
-    flatten_shape, index_shape, matmul_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
+    arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
+    index_shape, matmul_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
     scalar_attrs_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
     attention_shape, batch_norm_shape, bce_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape,
-    dropout_shape, embedding_shape, gelu_shape, layer_norm_shape, linear_shape, loss_shape, masked_attention_shape, pool_shape,
+    dropout_shape, embedding_shape, layer_norm_shape, linear_shape, loss_shape, masked_attention_shape, pool_shape,
     window_scratch,
 )
 from gradflow.errors import ShapeError
@@ -73,6 +73,7 @@ class Op:
     shape: Callable                  # shape(*input_shapes, **attrs) -> output shape
     doc: str
     attrs: dict = field(default_factory=dict)   # static arguments -> default (or REQUIRED)
+    modes: dict = field(default_factory=dict)   # a string argument -> the values it takes (gelu's approximate)
     kind: str = "differentiable"
     out: str = "promote"             # output dtype: promote | float | int | first
     int_inputs: tuple[int, ...] = ()  # inputs that must be integer tensors
@@ -146,7 +147,13 @@ class Op:
         return tuple(enumerate(self.vjps_for(n_inputs))) if self.variadic else self.numbered
 
     def infer_shape(self, *shapes, **attrs) -> tuple:
-        """The shape rule, with the op's name leading every error message."""
+        """The shape rule, with the op's name leading every error message; a mode argument must
+        be one of its values."""
+        for key, values in self.modes.items():
+            value = attrs.get(key, self.attrs[key])
+            if value not in values:
+                spelled = " or ".join([", ".join(f'"{v}"' for v in values[:-1]), f'"{values[-1]}"'])
+                raise ShapeError(f"{self.name}: {key} must be {spelled}, not {value!r}")
         try:
             return tuple(self.shape(*shapes, **attrs))
         except ShapeError as e:
@@ -240,7 +247,7 @@ defop("gelu", forward=lambda x, approximate="tanh": gelu(x) if approximate == "t
             gelu_vjp(g, ans, x) if approximate == "tanh" else gelu_exact_vjp(g, x),),
       doc="x * Phi(x): the tanh approximation by default (PyTorch's approximate='tanh'), exact (erf) "
           "with approximate=\"none\" (PyTorch's default)",
-      attrs={"approximate": "tanh"}, **{**_EW, "shape": gelu_shape})
+      attrs={"approximate": "tanh"}, modes={"approximate": ("tanh", "none")}, **_EW)
 defop("silu", forward=silu, vjps=(silu_vjp,), doc="x * sigmoid(x) (swish)", **_EW)
 defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: g * sigmoid(x),),
       doc="log(1 + e ** x), computed without overflow", **_EW)
@@ -274,7 +281,7 @@ defop("mean", forward=lambda x, axis=None, keepdims=False: np.mean(x, axis=axis,
       vjps=(lambda g, ans, x, axis=None, keepdims=False:
             np.broadcast_to(expand_reduced(g, x.ndim, axis, keepdims), x.shape) * (np.size(ans) / x.size),),
       doc="mean over axis (all axes by default)", out="float", **_RED)
-_EXTREME = {**_RED, "shape": extreme_shape, "attrs": {**_RED["attrs"], "ties": "first"}}
+_EXTREME = {**_RED, "attrs": {**_RED["attrs"], "ties": "first"}, "modes": {"ties": ("first", "split")}}
 defop("max", forward=lambda x, axis=None, keepdims=False, ties="first": np.max(x, axis=axis, keepdims=keepdims),
       vjps=(reduce_extreme_vjp(np.argmax),),
       doc="maximum over axis; the gradient goes to the first maximal entry (torch.max(x, dim)), or "
@@ -352,7 +359,8 @@ defop("mse", inputs=("a", "b"), forward=lambda a, b: np.mean(np.square(a - b)),
       shape=loss_shape, doc="mean squared error", **_NN)
 defop("binary_cross_entropy", inputs=("p", "y"), forward=binary_cross_entropy, vjps=(bce_vjp_p, bce_vjp_y),
       shape=bce_shape, doc="mean of -(y log p + (1 - y) log(1 - p)) (reduction=\"sum\": the sum, \"none\": each); "
-      "logs clamped at -100 (as PyTorch)", attrs={"reduction": "mean"}, **_NN)
+      "logs clamped at -100 (as PyTorch)", attrs={"reduction": "mean"},
+      modes={"reduction": ("mean", "sum", "none")}, **_NN)
 defop("dropout", inputs=("x",), forward=dropout, vjps=(dropout_vjp,), shape=dropout_shape,
       doc="zero each entry with probability p (mask from seed), scale the rest by 1/(1-p)",
       attrs={"p": REQUIRED, "seed": 0}, seeded=True, **_NN)

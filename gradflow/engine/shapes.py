@@ -82,12 +82,6 @@ def reduce_shape(x, axis=None, keepdims=False, **_):
     return tuple(n for i, n in enumerate(x) if i not in axes)
 
 
-def extreme_shape(x, axis=None, keepdims=False, ties="first"):
-    if ties not in ("first", "split"):
-        raise ShapeError(f"ties must be \"first\" or \"split\", not {ties!r}")
-    return reduce_shape(x, axis, keepdims)
-
-
 def arg_shape(x, axis=None, keepdims=False):
     if axis is not None:
         norm_axis(axis, len(x), x)  # argmax takes one axis or all of them

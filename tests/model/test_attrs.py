@@ -47,6 +47,7 @@ def test_attrs_ties_say_which_tied_entries_get_the_gradient(write_model, op, val
 @pytest.mark.parametrize("expr, message", [
     ("gelu(x, approximate=1)", "argument 'approximate' of gelu() must be a string such as 'tanh', not 1"),
     ("max(x, ties=2)", "argument 'ties' of max() must be a string such as 'first', not 2"),
+    ("gelu(x, approximate='exact')", "gelu: approximate must be \"tanh\" or \"none\", not 'exact'"),
     ("max(x, ties='spilt')", "max: ties must be \"first\" or \"split\", not 'spilt'"),
     ("binary_cross_entropy(sigmoid(x), x * 0.0, reduction='avg')",
      "binary_cross_entropy: reduction must be \"mean\", \"sum\" or \"none\", not 'avg'"),
