@@ -247,10 +247,8 @@ def clamped_log(p):
 
 
 def binary_cross_entropy(p, y, reduction="mean"):
-    if reduction == "mean":
-        return -np.mean(y * clamped_log(p) + (1 - y) * clamped_log(1 - p))
     each = -(y * clamped_log(p) + (1 - y) * clamped_log(1 - p))
-    return each if reduction == "none" else np.sum(each)
+    return each if reduction == "none" else np.sum(each) if reduction == "sum" else np.mean(each)
 
 
 BCE_EPSILON = float(np.float32(1e-12))   # torch's floor on p(1 - p), a float32 constant there
