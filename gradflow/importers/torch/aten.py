@@ -11,20 +11,19 @@ from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, text
 
 
-def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2, more: str = "") -> str:
+def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2, ties: str | None = None) -> str:
     return reduced_over(op, c.args[0], axes(c.arg(dims_at, "dim"), c.ndim()), c.arg(keep_at, "keepdim", False),
-                        more)
+                        ties)
 
 
-def reduced_over(op: str, x: str, axis, keep, more: str = "") -> str:
-    """op(x) over an axis text (None: every axis), keeping the reduced axes or not; ``more``: further
-    arguments (", ties='split'")."""
+def reduced_over(op: str, x: str, axis, keep, ties: str | None = None) -> str:
+    """op(x) over an axis text (None: every axis), keeping the reduced axes or not; max and min
+    given ``ties``: amax, amin, max() and min() share a tie's gradient ("split"), where
+    max(x, dim) gives it to the index it returns (gradflow's default)."""
+    more = "" if ties is None else f", ties={ties!r}"
     if axis is None and not keep:
         return f"{op}({x}{more})"
     return f"{op}({x}, axis={axis}, keepdims={keep}{more})"
-
-
-SHARED = ", ties='split'"   # amax, amin, max() and min() share a tie's gradient; max(x, dim) selects one
 
 
 def unary(op):
@@ -144,7 +143,7 @@ def max_dim(op, arg, elementwise):
         if c.overload == "other":   # torch.max(a, b): elementwise, as torch.maximum
             return compare(elementwise)(c)
         if c.overload == "default":
-            return f"{op}({c.args[0]}{SHARED})"
+            return reduced_over(op, c.args[0], None, False, "split")
         if c.overload != "dim":
             raise Unsupported(f"in its {c.overload!r} form")
         keep = c.arg(2, "keepdim", False)
@@ -269,7 +268,7 @@ OPS = {
     "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "addmm": addmm, "linear": linear,
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
-    "amax": lambda c: reduce("max", c, more=SHARED), "amin": lambda c: reduce("min", c, more=SHARED),
+    "amax": lambda c: reduce("max", c, ties="split"), "amin": lambda c: reduce("min", c, ties="split"),
     "max": max_dim("max", "argmax", "maximum"), "min": max_dim("min", "argmin", "minimum"),
     "argmax": lambda c: reduce("argmax", c), "argmin": lambda c: reduce("argmin", c),
     "logsumexp": lambda c: reduce("logsumexp", c), "var": variance,
