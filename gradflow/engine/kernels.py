@@ -124,7 +124,7 @@ def reduce_extreme_vjp(pick):
         g = expand_reduced(g, x.ndim, axis, keepdims)
         if ties == "split":   # as torch.amax: g / count * mask, so a NaN row or an infinite g gives NaN
             hit = x == expand_reduced(ans, x.ndim, axis, keepdims)
-            return g / np.sum(hit, axis=axis, keepdims=True) * hit
+            return g / np.sum(hit, axis=axis, keepdims=True, dtype=g.dtype) * hit   # float32 stays float32
         # Selected (as torch.max(x, dim)): the other entries get 0 even when g is infinite.
         return np.where(first_extreme_mask(x, axis, pick), g, 0)
     return vjp

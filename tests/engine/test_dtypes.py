@@ -61,3 +61,12 @@ def test_float32_gradient_matches_torch_float32(write_model):
     ours = report.grad("w", "loss")
     assert ours.dtype == np.float32
     np.testing.assert_array_equal(ours, w.grad.numpy())
+
+
+def test_max_splitting_a_tie_keeps_float32_in_its_rule():
+    # the tied count is taken in g's dtype, as torch divides: no float64 detour from an int64 count
+    from gradflow.engine.kernels import reduce_extreme_vjp
+    x = np.array([[3.0, 3.0, 1.0]], dtype=np.float32)
+    g = np.ones(1, dtype=np.float32)
+    grad = reduce_extreme_vjp(np.argmax)(g, np.max(x, axis=1), x, axis=1, ties="split")
+    assert grad.dtype == np.float32 and grad.tolist() == [[0.5, 0.5, 0.0]]
