@@ -25,12 +25,9 @@ LAYOUTS = (
 
 def render(checks, no_color: bool) -> None:
     out = console(no_color)
-    for columns, why in LAYOUTS if out.is_terminal else LAYOUTS[:1]:
-        t = table(columns, [cells(c, why) for c in checks])
-        measured = widths(out, t)
-        if measured.maximum <= out.width:
-            break
-    if out.is_terminal and measured.minimum > out.width:   # a long name and the error cannot share a line
+    # measured for a terminal only: a pipe gets every column, whole lines
+    t = fitted(out, checks) if out.is_terminal else table(COLUMNS, [cells(c) for c in checks])
+    if t is None:   # a long name and the error cannot share a line
         for line in records(checks, out.width):
             out.print(line)
     else:
@@ -39,6 +36,17 @@ def render(checks, no_color: bool) -> None:
     for reason in reasons:
         out.print(f"skipped: {reason}", style="dim")
     out.print(summary(checks), style="green" if passed(checks) else "bold red")
+
+
+def fitted(out, checks) -> Table | None:
+    """The table of the first of LAYOUTS that fits the terminal unwrapped, else of the last with
+    its cells wrapped between words; None when even that is wider than the terminal."""
+    for columns, why in LAYOUTS:
+        t = table(columns, [cells(c, why) for c in checks])
+        measured = widths(out, t)
+        if measured.maximum <= out.width:
+            return t
+    return t if measured.minimum <= out.width else None
 
 
 def table(columns, rows: list) -> Table:
