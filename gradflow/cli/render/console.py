@@ -103,6 +103,20 @@ def widths(out: Console, table):
     return Measurement.get(out, out.options.update_width(10 ** 4), table)
 
 
+def as_records(rows: list, names: list, width: int) -> list:
+    """A table as a record per row, for a terminal too narrow for it: ``rows`` are (head, cells),
+    a record the head, then a line per cell, its column's name in ``names`` and the cell, the
+    cells in one column where each line fits then."""
+    pad = max(map(cell_len, names))
+    if 2 + pad + 2 + max((cell_len(str(c)) for _, row in rows for c in row), default=0) > width:
+        pad = 0
+    lines = []
+    for head, row in rows:
+        lines.append(head)
+        lines += [Text.assemble(f"  {name}{' ' * (pad - cell_len(name))}  ", c) for name, c in zip(names, row)]
+    return lines
+
+
 # Held together as a line wraps: a place, '(line 12:7)', never 'line' at one line's end and '12:7)' at
 # the next; a count and its noun, never '0' at one line's end and 'errors' at the next.
 HELD = re.compile(r"\(line \d+:\d+\)|(?<![\w.:,])\d+(?:,\d{3})* (?=[a-z])")

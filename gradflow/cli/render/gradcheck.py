@@ -4,11 +4,10 @@ terminal too narrow for the table of even the fewest columns gets a record per r
 from __future__ import annotations
 
 from rich import box
-from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
-from gradflow.cli.render.console import console, emit, widths
+from gradflow.cli.render.console import as_records, console, emit, widths
 
 
 COLUMNS = ("loss", "parameter", "entries", "max |error|", "tape", "numeric", "result")
@@ -61,18 +60,10 @@ def table(columns, rows: list) -> Table:
 
 
 def records(checks, width: int) -> list:
-    """The table as a record per row: the parameter, then a line per other column, its name
-    and its cell, the cells in one column where each line fits then."""
+    """The table as a record per row (see as_records): the parameter, then a line per other column."""
     rows = [dict(zip(COLUMNS, cells(c, why=False))) for c in checks]   # a skipped pair's reason is said below
     names = [name for name in COLUMNS if name != "parameter"]
-    pad = max(map(len, names))
-    if 2 + pad + 2 + max((cell_len(str(row[name])) for row in rows for name in names), default=0) > width:
-        pad = 0
-    lines = []
-    for row in rows:
-        lines.append(Text(row["parameter"]))
-        lines += [Text.assemble(f"  {name:<{pad}}  ", row[name]) for name in names]
-    return lines
+    return as_records([(Text(row["parameter"]), [row[name] for name in names]) for row in rows], names, width)
 
 
 def cells(c, why: bool = True) -> tuple:

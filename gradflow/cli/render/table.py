@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 
 from rich import box
-from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
 from gradflow.cli.escape import shown
-from gradflow.cli.render.console import console, emit, widths
+from gradflow.cli.render.console import as_records, console, emit, widths
 from gradflow.cli.render.text import finding_line, plural, verdict
 
 STYLE = {"flows": "green", "zero": "yellow", "blocked": "red", "unreachable": "red"}
@@ -174,21 +173,14 @@ def loss_groups(report, body: list, width: int | None) -> list:
 
 
 def records(report, body: list, width: int) -> list:
-    """The table as a record per row, for a terminal too narrow for a table with even one loss:
-    the row's name and shape, then a line per loss, its name and its cell, the cells in one
-    column where each line fits then (the loss value first, as the table has it)."""
+    """The table as a record per row (see as_records), for a terminal too narrow for a table with
+    even one loss: the row's name and shape, then a line per loss (the loss value first, as the
+    table has it)."""
     names = [shown(loss.name) for loss in report.losses]
     if report.model["mode"] == "numeric":
         body = [(Text("loss value", style="dim"), "", [Text(number(l.value), style="dim") for l in report.losses]),
                 *body]
-    pad = max(cell_len(name) for name in names)
-    if 2 + pad + 2 + max(c.cell_len for _, _, cells in body for c in cells) > width:
-        pad = 0
-    lines = []
-    for name, shape, cells in body:
-        lines.append(name + (f"  {shape}" if shape else ""))
-        lines += [Text(f"  {loss}{' ' * (pad - cell_len(loss))}  ") + c for loss, c in zip(names, cells)]
-    return lines
+    return as_records([(name + (f"  {shape}" if shape else ""), cells) for name, shape, cells in body], names, width)
 
 
 def legend(report, body: list, notes: Notes) -> str:
