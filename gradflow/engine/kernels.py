@@ -285,6 +285,34 @@ def dropout_vjp(g, ans, x, p, seed=0):
     return g * dropout_keep(np.shape(g), p, seed) * scale
 
 
+# ================================================================ random draws
+# Each draw is a function of its inputs and seed alone, as dropout's mask: the same model draws
+# the same numbers every run. None passes gradient (torch gives zeros through them).
+def bernoulli(p, seed=0):
+    """1 with probability p, else 0: a uniform draw below p."""
+    return np.random.default_rng(seed).random(np.shape(p)) < p
+
+
+def normal(mean, std, seed=0):
+    """mean + std * a standard normal draw, of the two's broadcast shape."""
+    noise = np.random.default_rng(seed).standard_normal(np.broadcast_shapes(np.shape(mean), np.shape(std)))
+    return mean + std * noise
+
+
+def multinomial(p, n, replacement=False, seed=0):
+    """n class indices for each row of weights p [..., C], each drawn in proportion to its weight:
+    with replacement by inverting the row's running sum at uniform draws, without it as the n
+    largest of log p plus Gumbel noise (a draw without replacement, in proportion to p)."""
+    rng = np.random.default_rng(seed)
+    if replacement:
+        running = np.cumsum(p, axis=-1)
+        u = rng.random((*np.shape(p)[:-1], n)) * running[..., -1:]
+        return np.minimum(np.sum(running[..., None, :] <= u[..., None], axis=-1), np.shape(p)[-1] - 1)
+    with np.errstate(divide="ignore"):
+        keys = np.log(p) + rng.gumbel(size=np.shape(p))
+    return np.argsort(-keys, axis=-1, kind="stable")[..., :n]
+
+
 def pad2d(x, padding):
     (ph, pw) = pair(padding, "padding", 0)
     return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x

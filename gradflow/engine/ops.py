@@ -37,7 +37,7 @@ from gradflow.engine.kernels import (
     check_indices,
     avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
-    extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
+    extremum_vjp, gelu, gelu_vjp, bernoulli, multinomial, normal, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
     matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, norm_vjp, normalised, pool_windows,
     pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp, tanh_vjp,
     transpose_vjp, var_vjp,
@@ -49,7 +49,7 @@ from gradflow.engine.kernels_nn import (
 )
 from gradflow.engine.shapes import (
     arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
-    index_shape, matmul_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
+    index_shape, matmul_shape, multinomial_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
     scalar_attrs_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
@@ -450,3 +450,18 @@ for _name, _fn, _sym in [("less", np.less, "<"), ("less_equal", np.less_equal, "
     defop(_name, inputs=("a", "b"), forward=_fn, vjps=(None, None), shape=broadcast_shape,
           doc=f"a {_sym} b as 0.0 / 1.0", out="float", **_ND)
 del _name, _fn, _doc, _sym
+
+# ================================================================ random draws
+_RND = dict(group="random", kind="implicit", seeded=True)
+defop("bernoulli", inputs=("p",), forward=bernoulli, vjps=(None,), shape=same_shape,
+      doc="1.0 with probability p, else 0.0 (drawn from seed), as torch.bernoulli",
+      attrs={"seed": 0}, out="float", **_RND)
+defop("normal", inputs=("mean", "std"), forward=normal, vjps=(None, None),
+      shape=lambda mean, std, seed=0: broadcast_shape(mean, std),
+      doc="mean + std * a standard normal draw (from seed), as torch.normal and a distribution's "
+          "sample(); rsample's mean + std * noise is the form that passes gradient",
+      attrs={"seed": 0}, out="float", **_RND)
+defop("multinomial", inputs=("p",), forward=multinomial, vjps=(None,), shape=multinomial_shape,
+      doc="n integer class indices per row of weights p [..., C], each drawn in proportion to its "
+          "weight (from seed), as torch.multinomial and Categorical's sample()",
+      attrs={"n": 1, "replacement": False, "seed": 0}, out="int", **_RND)

@@ -243,6 +243,16 @@ def one_hot_shape(idx, n):
     return idx + (n,)
 
 
+def multinomial_shape(p, n, replacement=False, seed=0):
+    if not p:
+        raise ShapeError("multinomial needs weights [..., C], got a scalar")
+    if not is_int(n) or n < 1:
+        raise ShapeError(f"multinomial draws n >= 1 classes, got {static_text(n)}")
+    if not replacement and n > p[-1]:
+        raise ShapeError(f"multinomial cannot draw {n} of {p[-1]} classes without replacement")
+    return p[:-1] + (n,)
+
+
 def flatten_shape(x, start_dim=0, end_dim=-1):
     if not x:
         return (1,)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape
+from gradflow.errors import ShapeError
 from test_ops import CASES  # pytest puts this directory on sys.path
 
 
@@ -218,6 +219,66 @@ def test_dropout_is_seeded_stateless_and_inverted():
     assert set(np.unique(first)) == {0.0, 1 / 0.75}
     assert abs((first == 0).mean() - 0.25) < 0.02
     np.testing.assert_array_equal(g, first)  # the vjp recomputes the same mask and scale
+
+
+# ---------------------------------------------------------------- random draws
+@pytest.mark.parametrize("name,inputs,attrs", [
+    ("bernoulli", [np.full((400, 50), 0.3)], {}),
+    ("normal", [np.zeros((400, 50)), np.ones(50)], {}),
+    ("multinomial", [np.tile([1.0, 2.0, 0.0, 5.0], (400, 1))], {"n": 50, "replacement": True}),
+    ("multinomial", [np.tile([1.0, 2.0, 0.0, 5.0], (400, 1))], {"n": 3})])
+def test_draws_are_seeded_stateless_and_pass_no_gradient(name, inputs, attrs):
+    first, grads = grads_of(name, *inputs, **attrs, seed=3)
+    again, _ = grads_of(name, *inputs, **attrs, seed=3)
+    other, _ = grads_of(name, *inputs, **attrs, seed=4)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+    assert grads == [None] * len(inputs) and OPS[name].kind == "implicit"
+
+
+def test_bernoulli_is_one_with_probability_p():
+    p = np.tile([0.0, 0.1, 0.5, 0.9, 1.0], (20_000, 1))
+    draw, _ = grads_of("bernoulli", p, seed=0)
+    assert set(np.unique(draw)) == {0.0, 1.0} and draw.dtype == np.float64
+    np.testing.assert_array_equal(draw[:, [0, 4]], [[0.0, 1.0]] * 20_000)
+    np.testing.assert_allclose(draw.mean(axis=0), p[0], atol=0.015)
+
+
+def test_normal_draws_mean_plus_std_times_noise():
+    mean, std = np.array([-3.0, 0.0, 10.0]), np.array([[0.5], [2.0]])
+    draws = np.stack([grads_of("normal", mean, std, seed=s)[0] for s in range(4000)])
+    assert draws.shape == (4000, 2, 3)
+    np.testing.assert_allclose(draws.mean(axis=0), np.broadcast_to(mean, (2, 3)), atol=0.15)
+    np.testing.assert_allclose(draws.std(axis=0), np.broadcast_to(std, (2, 3)), rtol=0.05)
+    np.testing.assert_array_equal(grads_of("normal", mean, np.zeros(3))[0], mean)   # no spread: the mean itself
+
+
+def test_multinomial_with_replacement_draws_each_class_in_proportion_to_its_weight():
+    weights = np.array([[1.0, 2.0, 0.0, 5.0], [0.0, 0.0, 3.0, 0.0]])   # unnormalised, as torch takes them
+    draw, _ = grads_of("multinomial", weights, n=40_000, replacement=True, seed=0)
+    assert draw.shape == (2, 40_000) and draw.dtype == np.int64
+    np.testing.assert_allclose(np.bincount(draw[0], minlength=4) / 40_000, weights[0] / 8, atol=0.01)
+    np.testing.assert_array_equal(draw[1], 2)   # the one class with weight
+
+
+def test_multinomial_without_replacement_draws_distinct_classes_first_in_proportion():
+    weights = np.array([1.0, 2.0, 0.0, 5.0])
+    draws = np.stack([grads_of("multinomial", weights, n=3, seed=s)[0] for s in range(6000)])
+    assert all(len(set(row)) == 3 and 2 not in row for row in draws)   # distinct; a zero weight never drawn
+    np.testing.assert_allclose(np.bincount(draws[:, 0], minlength=4) / 6000, weights / 8, atol=0.02)
+    np.testing.assert_allclose(np.bincount(draws[:, 1], minlength=4) / 6000,   # second, given the first
+                               [sum(weights[f] / 8 * weights[k] / (8 - weights[f]) for f in range(4) if f != k)
+                                for k in range(4)], atol=0.02)
+
+
+@pytest.mark.parametrize("attrs,message", [
+    ({"n": 5}, "multinomial cannot draw 5 of 4 classes without replacement"),
+    ({"n": 0}, "multinomial draws n >= 1 classes, got 0"),
+    ({"n": 2.0, "replacement": True}, "multinomial draws n >= 1 classes, got 2.0")])
+def test_multinomial_shape_rule_refuses_draws_it_cannot_make(attrs, message):
+    tape = Tape(eager=False)
+    with pytest.raises(ShapeError, match=message):
+        tape.apply("multinomial", tape.leaf(shape=(3, 4)), **attrs)
 
 
 def test_conv2d_matches_a_direct_loop():

@@ -138,8 +138,11 @@ TORCH = {
     "greater_equal": compare(torch.ge), "equal": compare(torch.eq), "not_equal": compare(torch.ne),
 }
 
-# Ops with no torch counterpart, each with the reason. Empty today: keep the reason if one is added.
-NO_TORCH: dict[str, str] = {}
+# Ops with no torch counterpart to compare values with, each with the reason.
+NO_TORCH: dict[str, str] = {
+    name: "a random draw: torch's generator draws other numbers; that no gradient passes, as none "
+          "does in torch, is test_random_draws_pass_no_gradient_in_torch_either"
+    for name in ("bernoulli", "normal", "multinomial")}
 
 
 def test_every_op_has_a_torch_row_or_a_reason():
@@ -191,6 +194,16 @@ def test_op_matches_torch_in_value_and_gradient(name, case):
             continue
         assert other is not None, f"input {k}: we pass gradient, torch does not"
         np.testing.assert_allclose(mine, other, rtol=1e-9, atol=1e-12, err_msg=f"input {k}")
+
+
+def test_random_draws_pass_no_gradient_in_torch_either():
+    """gradflow's draws are implicit cuts; torch's give a zero gradient (or none, for indices)."""
+    assert all(OPS[name].vjps == (None,) * len(OPS[name].inputs) for name in NO_TORCH)
+    p = torch.tensor([[0.2, 0.5, 0.9]], dtype=torch.float64, requires_grad=True)
+    for draw in (torch.bernoulli(p), torch.normal(p, p + 1), torch.multinomial(p, 2).double()):
+        if draw.requires_grad:
+            (grad,) = torch.autograd.grad((draw * 3).sum(), p)
+            assert not grad.any()
 
 
 # ---------------------------------------------------------------- composite models

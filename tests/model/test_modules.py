@@ -325,6 +325,49 @@ def test_each_dropout_call_gets_its_own_mask_fixed_by_the_model_seed(write_model
     assert not np.array_equal(a, masks(2)[0])
 
 
+DRAWS = """
+gradflow: 1
+dims: {batch: 64, obs: 4, actions: 3}
+inputs:
+  state: {shape: [batch, obs]}
+  ret: {shape: [batch]}
+  noise: {shape: [batch, actions]}
+params:
+  policy: {shape: [obs, actions]}
+  log_std: {shape: [actions]}
+graph:
+  logits: state @ policy
+  action: multinomial(softmax(logits), 1)                  # a sampled action per row
+  again: multinomial(softmax(logits), 1)
+  logp: take_along_axis(log_softmax(logits), action, axis=1)[:, 0]
+  reinforce: -mean(logp * ret)
+  taken: mean(bernoulli(sigmoid(logits)))                  # the reward of a draw: no gradient
+  sampled: mean(square(normal(logits, exp(log_std))))
+  reparameterised: mean(square(logits + exp(log_std) * noise))
+losses: [reinforce, taken, sampled, reparameterised]
+"""
+
+
+def test_each_draw_gets_its_own_seed_and_cuts_what_it_is_drawn_from(write_model):
+    path = write_model(DRAWS)
+
+    def actions(seed):
+        model = gradflow.load(path, seed=seed)
+        model.materialize()
+        return model.entries["action"].value, model.entries["again"].value
+    first, again = actions(1)
+    assert first.shape == (64, 1) and first.dtype == np.int64 and not np.array_equal(first, again)
+    np.testing.assert_array_equal(first, actions(1)[0])
+    assert not np.array_equal(first, actions(2)[0])
+    report = gradflow.analyze(gradflow.load(path))
+    assert report.status("policy", "reinforce") == "flows"
+    for loss, op in (("taken", "bernoulli"), ("sampled", "normal")):
+        cuts = report.pair("policy", loss).cut_by
+        assert report.status("policy", loss) == "blocked" and [(c.op, c.kind) for c in cuts] == [(op, "implicit")]
+    assert report.status("log_std", "sampled") == "blocked"
+    assert report.status("log_std", "reparameterised") == report.status("policy", "reparameterised") == "flows"
+
+
 def test_a_module_takes_its_inputs_by_name_as_well_as_by_position(write_model):
     by_position = gradflow.load(write_model(BLOCK + "graph:\n  y: block(x)\n  loss: sum(y)\nlosses: [loss]\n"))
     by_name = gradflow.load(write_model(BLOCK + "graph:\n  y: block(h=x)\n  loss: sum(y)\nlosses: [loss]\n"))
