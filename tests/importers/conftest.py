@@ -33,7 +33,8 @@ def same_as_torch():
     from gradflow.importers.torch import float64
     from gradflow.importers.torch.target import load_step
 
-    def check(report, path: str, func: str) -> None:
+    def check(report, path: str, func: str, only=None) -> None:
+        """``only``: the names of the losses to compare (all by default)."""
         step = load_step(path, func)
         module = step.module.double()
         params = dict(module.named_parameters())
@@ -43,6 +44,8 @@ def same_as_torch():
             losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
         assert {p.name for p in report.params} == set(params)
         for loss, value in losses.items():
+            if only is not None and loss not in only:
+                continue
             grads = torch.autograd.grad(value, list(params.values()), allow_unused=True, retain_graph=True) \
                 if value.requires_grad else [None] * len(params)
             for name, g in zip(params, grads):

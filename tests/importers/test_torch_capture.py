@@ -1040,7 +1040,7 @@ def test_a_random_fill_of_a_new_tensor_in_forward_is_drawn_once_at_import_as_ran
         return {"module": Reparam(), "inputs": (torch.randn(3, 4),)}
     """)
     imported = import_python(f"{path}:step")
-    eps, u = imported.arrays["normal"], imported.arrays["uniform"]
+    eps, u = imported.arrays["normal_0"], imported.arrays["uniform"]   # "normal" is an op's name
     assert eps.shape == u.shape == (3, 4) and eps.std() > 0.3 and -1 <= u.min() < u.max() <= 1
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert {report.status(p.name, "loss") for p in report.params} == {"flows"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gradflow.importers.torch.aten_nn import NN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
-from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, text
+from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
 
 
 def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2, ties: str | None = None) -> str:
@@ -237,6 +237,19 @@ def rounding(c):
     return f"round({c.args[0]})"
 
 
+def bernoulli(c):
+    if c.overload == "p":   # torch.bernoulli(x, p): x's shape, every entry with probability p
+        return f"bernoulli(broadcast_to({operand(c.args[1])}, {shape_text(c.shape)}))"
+    return f"bernoulli({c.args[0]})"
+
+
+def normal(c):
+    """torch.normal(mean, std) with either a number; the draw of a distribution's sample()."""
+    if c.overload not in ("Tensor_Tensor", "Tensor_float", "float_Tensor"):
+        raise Unsupported(f"as {c.overload}")
+    return f"normal({operand(c.arg(0, 'mean', 0.0))}, {operand(c.arg(1, 'std', 1.0))})"
+
+
 OPS = {
     **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
                                 "cos", "log1p", "sign", "floor", "ceil", "square")},
@@ -276,6 +289,8 @@ OPS = {
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
     "one_hot": lambda c: f"one_hot({c.args[0]}, {c.args[1]})",
+    "bernoulli": bernoulli, "normal": normal,
+    "multinomial": lambda c: f"multinomial({c.args[0]}, {c.args[1]}, replacement={bool(c.arg(2, 'replacement'))})",
     **SHAPE_OPS,
     **NN_OPS,
 }

@@ -4,7 +4,8 @@ While export traces the user's code, the importer watches it: every graph node
 gets the user's source place, nodes made with gradient off get the place of the
 ``with`` that turned it off, and each custom ``torch.autograd.Function`` call is
 fenced by two marker ops so its inlined forward can be found and replaced. The
-user's ``.data`` is traced as a marked ``.detach()``.
+user's ``.data`` is traced as a marked ``.detach()``. ``torch.distributions`` do not check
+their arguments' values while export runs (see ``watching``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import torch.utils.checkpoint
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 from gradflow.importers.torch.functions import TensorArg
-from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, user_source,
-                                             users_failure)
+from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, set_in_user_code,
+                                             user_source, users_failure)
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
 BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
@@ -60,6 +61,7 @@ class FunctionCall:
 class Recorder:
     """What the importer saw while export ran the user's code."""
     blocks: list = field(default_factory=list)   # Source of each `with` that turned gradient off
+    libraries: set = field(default_factory=set)  # indices of blocks a library turned off, not the user's code
     calls: list = field(default_factory=list)    # [FunctionCall]
     depth: int = 0                                # inside a Function's forward
     boundary: object = None                       # the importer's frame: user code runs below it
@@ -72,6 +74,8 @@ class Recorder:
         if self.data:
             node.meta[DATA] = True
         if target is torch._C._set_grad_enabled and args and args[0] is False:
+            if not set_in_user_code(3):
+                self.libraries.add(len(self.blocks))
             self.blocks.append(source)
         elif self.depth == 0 and not torch.is_grad_enabled():
             node.meta[GRAD_OFF] = True
@@ -181,7 +185,11 @@ def autocast_as_nothing():
 @contextmanager
 def watching(recorder: Recorder):
     """Patch node creation, Function.apply, Tensor.data, inference_mode and autocast for the
-    duration of one export."""
+    duration of one export, and turn off the value checks of ``torch.distributions`` that the
+    user did not ask for: ``Categorical(logits=...)`` checks by default that its arguments are
+    valid, an ``if`` on tensor values that export cannot trace and that changes no gradient."""
+    checks = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
     create_node, apply = torch.fx.Graph.create_node, torch.autograd.Function.__dict__["apply"]
     inference, autocast = torch.autograd.grad_mode.inference_mode, torch.amp.autocast_mode.autocast
     enter, exit_ = inference.__dict__["__enter__"], inference.__dict__["__exit__"]
@@ -196,6 +204,7 @@ def watching(recorder: Recorder):
             warnings.simplefilter("ignore")   # export's advice about the user's code is not ours to print
             yield
     finally:
+        torch.distributions.Distribution.set_default_validate_args(checks)
         torch.fx.Graph.create_node = create_node
         torch.autograd.Function.apply = apply
         del torch.Tensor.data   # back to TensorBase's own descriptor
@@ -218,8 +227,21 @@ def export_message(error: BaseException) -> str:
     first = text[0] if text else type(error).__name__
     if ".data" in str(error) or "set_data" in str(error):
         return "torch.export cannot trace '.data'; use '.detach()' to cut the gradient"
+    if type(error).__name__ == "GuardOnDataDependentSymNode" and checked_distribution(error.__traceback__):
+        return ("torch.export could not capture the step: this distribution checks its arguments' values "
+                "(validate_args=True), which export cannot trace; pass validate_args=False")
     if type(error).__name__ == "GuardOnDataDependentSymNode":   # torch's words: "guard on data-dependent expression u0"
         return ("torch.export could not capture the step: what this line does depends on a tensor's values "
                 "(a Python `if` on one, `.item()`, or a size such as F.one_hot's without num_classes); "
                 "compute it without them (torch.where, an explicit size)")
     return f"torch.export could not capture the step: {type(error).__name__}: {first}"
+
+
+def checked_distribution(tb) -> bool:
+    """Did the step fail where a distribution checks its arguments' values (validate_args=True)?"""
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, torch.distributions.Distribution) and owner._validate_args:
+            return True
+        tb = tb.tb_next
+    return False

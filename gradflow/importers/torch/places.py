@@ -43,6 +43,24 @@ def is_torch_frame(frame) -> bool:
     return os.path.abspath(frame.f_code.co_filename).startswith(_TORCH)
 
 
+_GRAD_MODE = (os.path.join(_TORCH, "autograd", "grad_mode.py"), os.path.join(_TORCH, "utils", "_contextlib.py"))
+
+
+def set_in_user_code(depth: int) -> bool:
+    """Is the gradient mode being set by the user's own code: a ``with torch.no_grad()`` in the
+    user's files, or a function of theirs under ``@torch.no_grad()``, not a library's (the
+    ``with`` inside a torch distribution's ``sample()``)?"""
+    frame = sys._getframe(depth + 1)
+    while frame is not None and not frame.f_code.co_filename.startswith(_GRAD_MODE):
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_filename.startswith(_GRAD_MODE):
+        decorated = frame.f_locals.get("func") if frame.f_code.co_name == "decorate_context" else None
+        if callable(decorated) and hasattr(decorated, "__code__"):
+            return is_user_file(decorated.__code__.co_filename)
+        frame = frame.f_back
+    return frame is None or is_user_frame(frame)
+
+
 def position(code, lasti: int, line: int) -> Source:
     """The place of instruction ``lasti`` of ``code``; 1-based column on Python 3.11+."""
     col = 1

@@ -109,9 +109,14 @@ class Rebinding:
 
     def block_source(self, node):
         """Where a grad-mode block starts: the ``with`` line that turned gradient off."""
+        index = self.block_index(node)
+        return self.source_of(node) if index is None else self.recorder.blocks[index]
+
+    def block_index(self, node) -> int | None:
+        """The recorder's number of a grad-mode block, or None when it is not known."""
         # a placeholder carries the meta of what it stands for, made in an earlier block maybe
         blocks = [n.meta[BLOCK] for n in block_graph(node).nodes if BLOCK in n.meta and n.op == "call_function"]
-        return self.recorder.blocks[blocks[0]] if blocks else self.source_of(node)
+        return blocks[0] if blocks else None
 
 
 def updated(name: str) -> str:

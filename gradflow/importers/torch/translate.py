@@ -31,7 +31,10 @@ from gradflow.importers.torch.places import display
 from gradflow.importers.torch.rebind import Rebinding, updated
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
-RANDOM_FILLS = {"normal_", "uniform_"}   # torch.empty_like(std).normal_(): drawn once, at import
+# torch.empty_like(std).normal_(), a dropout mask's .bernoulli_(q): drawn once, at import
+RANDOM_FILLS = {"normal_", "uniform_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
+                "random_"}
+DRAWS = {"bernoulli", "normal", "multinomial"}   # aten ops imported as gradflow's draws: cuts of their own
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
                  "randint_like"}
 
@@ -168,7 +171,7 @@ class Translator(Leaves, Rebinding):
             return result.name
         if isinstance(result, Parts):
             return result
-        return self.emit(node, result)
+        return self.emit(node, result, "sample" if packet in DRAWS else None)
 
     def call_of(self, node) -> Call:
         args = [self.argument(a, node) for a in node.args]
@@ -243,6 +246,8 @@ class Translator(Leaves, Rebinding):
         if enabled:
             return tuple(self.values.get(n, n) for n in inner)
         source = self.block_source(node)
+        # a library's block, not the user's `with` (a distribution's sample()): a draw in it is the cut
+        library = self.block_index(node) in self.recorder.libraries
         outputs = []
         for n in inner:
             value = self.values.get(n, n)
@@ -257,8 +262,9 @@ class Translator(Leaves, Rebinding):
                     if value == self.values.get(written):   # its last write: what later reads want too
                         self.block_updates[node, written] = outputs[-1]
                     continue
-            carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)()
-            # integer results (an argmax) carry no gradient anyway: no cut to report
+            carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)() \
+                and not (library and n.op == "call_function" and target_name(n.target) in DRAWS)
+            # integer results (an argmax) carry no gradient anyway, nor a draw: no cut to report
             outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
         return tuple(outputs)
 
