@@ -290,11 +290,15 @@ def dropout_vjp(g, ans, x, p, seed=0):
 # the same numbers every run. None passes gradient (torch gives zeros through them).
 def bernoulli(p, seed=0):
     """1 with probability p, else 0: a uniform draw below p."""
+    if not np.all((p >= 0) & (p <= 1)):   # NaN too, as torch refuses them
+        raise ValueError("probabilities must be in [0, 1]")
     return np.random.default_rng(seed).random(np.shape(p)) < p
 
 
 def normal(mean, std, seed=0):
     """mean + std * a standard normal draw, of the two's broadcast shape."""
+    if not np.all(std >= 0):   # NaN too, as torch refuses them
+        raise ValueError("std must be >= 0")
     noise = np.random.default_rng(seed).standard_normal(np.broadcast_shapes(np.shape(mean), np.shape(std)))
     return mean + std * noise
 
@@ -303,6 +307,9 @@ def multinomial(p, n, replacement=False, seed=0):
     """n class indices for each row of weights p [..., C], each drawn in proportion to its weight:
     with replacement by inverting the row's running sum at uniform draws, without it as the n
     largest of log p plus Gumbel noise (a draw without replacement, in proportion to p)."""
+    if not np.all(p >= 0) or not np.all(np.isfinite(p)) or not np.all(np.any(p > 0, axis=-1)):
+        # torch refuses them too: a draw from weights that are no distribution
+        raise ValueError("weights must be finite and >= 0, with at least one above 0 in each row")
     rng = np.random.default_rng(seed)
     if replacement:
         running = np.cumsum(p, axis=-1)

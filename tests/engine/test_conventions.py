@@ -271,6 +271,22 @@ def test_multinomial_without_replacement_draws_distinct_classes_first_in_proport
                                 for k in range(4)], atol=0.02)
 
 
+@pytest.mark.parametrize("name,inputs,message", [
+    ("bernoulli", [np.array([0.5, 1.5])], r"probabilities must be in \[0, 1\]"),
+    ("bernoulli", [np.array([0.5, np.nan])], r"probabilities must be in \[0, 1\]"),
+    ("normal", [np.zeros(2), np.array([1.0, -0.5])], "std must be >= 0"),
+    ("normal", [np.zeros(2), np.array([1.0, np.nan])], "std must be >= 0")])
+def test_draws_refuse_what_torch_refuses(name, inputs, message):
+    with pytest.raises(ValueError, match=message):
+        grads_of(name, *inputs)
+
+
+@pytest.mark.parametrize("weights", [[0.5, -0.1, 1.0], [0.5, np.nan, 1.0], [0.5, np.inf, 1.0], [0.0, 0.0, 0.0]])
+def test_multinomial_refuses_weights_that_are_no_distribution_as_torch_does(weights):
+    with pytest.raises(ValueError, match="weights must be finite and >= 0, with at least one above 0 in each row"):
+        grads_of("multinomial", np.array([[1.0, 1.0, 1.0], weights]), n=2, replacement=True)
+
+
 @pytest.mark.parametrize("attrs,message", [
     ({"n": 5}, "multinomial cannot draw 5 of 4 classes without replacement"),
     ({"n": 0}, "multinomial draws n >= 1 classes, got 0"),

@@ -287,7 +287,9 @@ CASES: dict[str, list[Case]] = {
     "not_equal": binary(),
     "bernoulli": [Case("[]", args(U()), {"seed": 1}), Case("[3, 4]", args(U(3, 4))),
                   Case("edges", lambda rng: [np.array([0.0, 1.0, 0.5])], {"seed": 2})],
-    "normal": binary() + [Case("seeded", normal((3, 4), (4,)), {"seed": 5})],
+    "normal": [Case(f"{list(a)}-{list(b)}", args(N(*a), U(*b))) for a, b in
+               [((), ()), ((3, 4), (3, 4)), ((3, 4), (1, 4)), ((4,), (3, 4)), ((3, 4), ())]]
+              + [Case("seeded", args(N(3, 4), U(4)), {"seed": 5})],
     "multinomial": [Case("[5]", args(U(5)), {"n": 3}), Case("[3, 4]-replacement", args(U(3, 4)),
                                                             {"n": 6, "replacement": True, "seed": 1}),
                     Case("[2, 3, 4]", args(U(2, 3, 4)), {"n": 4, "seed": 2})],
