@@ -80,6 +80,14 @@ def cause(pair) -> tuple:
     return (pair.status, tuple(c.index for c in cuts))
 
 
+def dying(pair, path: str | None) -> str:
+    """Why a zero gradient is zero: where it dies, or, where ``dies_at`` names no place, that
+    its paths' gradients are not zero but cancel in the parameter itself."""
+    if pair.dies_at:
+        return f"it dies at {places(pair.dies_at, path)}"
+    return "the paths' gradients cancel each other out"
+
+
 def why(pair, path: str | None = None) -> str:
     """A short reason for a pair's status, for messages (``path``: the model file, whose
     places are shown as lines; others as FILE:LINE:COL)."""
@@ -88,7 +96,7 @@ def why(pair, path: str | None = None) -> str:
     if pair.status == "unreachable":
         return "no path leads to the loss"
     if pair.status == "zero":
-        return "the gradient is exactly zero" + (f"; it dies at {places(pair.dies_at, path)}" if pair.dies_at else "")
+        return f"the gradient is exactly zero; {dying(pair, path)}"
     return "gradient flows" + (f" (norm {pair.norm:.3g})" if pair.norm is not None else "")
 
 
@@ -102,8 +110,7 @@ def reason(pair, loss: str, many: bool, path: str | None, them: str = "") -> str
     if pair.status == "unreachable":
         return f"no path leads from {them} to {loss}"
     if pair.status == "zero":
-        where = f" (it dies at {places(pair.dies_at, path)})" if pair.dies_at else ""
-        return f"{'their' if many else 'its'} gradient is exactly zero{where}"
+        return f"{'their' if many else 'its'} gradient is exactly zero ({dying(pair, path)})"
     return f"gradient flows into {them}"
 
 
@@ -239,8 +246,7 @@ def check_params(ctx: Context) -> None:
             if pair.status == "zero":
                 ctx.group("GF107", (loss, cause(pair)), p.name, place,
                           lambda names, loss=loss, pair=pair: (
-                              f"the gradient from {loss} into {listing(names)} is exactly zero"
-                              + (f"; it dies at {places(pair.dies_at, path)}" if pair.dies_at else "")),
+                              f"the gradient from {loss} into {listing(names)} is exactly zero; {dying(pair, path)}"),
                           loss=loss)
             if pair.nonfinite:
                 ctx.group("GF105", loss, p.name, place, lambda names, loss=loss: (

@@ -198,6 +198,26 @@ def test_why_names_where_a_zero_gradient_dies(write_model):
     assert "1. w -> h -> loss" in out
 
 
+def test_why_and_gf107_say_that_the_paths_of_a_zero_gradient_cancel_when_no_op_kills_it(write_model):
+    # b * x - b * x: each path carries +-x into b, and nothing on either path is zero
+    path = write_model("""
+        gradflow: 1
+        params:
+          b: {shape: [3], init: ones}
+        inputs:
+          x: {shape: [3], init: ones}
+        graph:
+          loss: sum(b * x - b * x)
+        losses: [loss]
+    """)
+    out = run("why", path, "b").output
+    assert out.splitlines()[:2] == ["b -> loss: zero",
+                                    "  the paths' gradients are not zero, but cancel each other out in the parameter"]
+    checked = run("check", path).output
+    assert "the gradient from loss into b is exactly zero; the paths' gradients cancel each other out [GF107]" \
+        in checked
+
+
 def test_graph_draws_one_node_per_call_of_a_shared_module():
     out = run("graph", str(MODELS / "gan.yaml"), "--loss", "g_loss").output
     assert "real" not in out and "d_fake" not in out and "D.logit" not in out

@@ -29,6 +29,9 @@ def render(param: str, results, no_color: bool, model_path: str | None = None, f
         for place in pair.dies_at:
             out.print(f"  the gradient dies at {place.op} in {place.node} ({shown(place.where(model_path))})",
                       style="yellow", markup=False)
+        if pair.status == "zero" and not pair.dies_at:
+            out.print("  the paths' gradients are not zero, but cancel each other out in the parameter",
+                      style="yellow")
         if not found:
             out.print("  no path: the loss does not depend on this parameter", style="dim")
         for number, path in enumerate(found, 1):
