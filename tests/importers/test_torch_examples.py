@@ -17,7 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "torch"
 STEPS = [("gan.py", "gan_step"), ("gan.py", "gan_step_bug"), ("actor_critic.py", "actor_critic_step"),
          ("actor_critic.py", "actor_critic_bug"), ("dqn.py", "dqn_step"), ("vqvae.py", "vqvae_step"),
          ("byol.py", "byol_step"), ("cnn_batchnorm.py", "cnn_step"), ("gpt_block.py", "gpt_step"),
-         ("frozen_encoder.py", "finetune_step"), ("dann.py", "dann_step")]
+         ("frozen_encoder.py", "finetune_step"), ("dann.py", "dann_step"), ("ppo.py", "ppo_step"),
+         ("ppo.py", "ppo_bug")]
+BUGS = ("gan_step_bug", "actor_critic_bug", "ppo_bug")
 
 
 @pytest.mark.parametrize("file, func", STEPS, ids=[f for _, f in STEPS])
@@ -81,7 +83,17 @@ def test_example_forgotten_detach_fails_check_and_is_gf104():
     assert gf100["loss"] == "policy_loss" and all(p.startswith("critic.") for p in gf100["params"])
 
 
-@pytest.mark.parametrize("file, func", [s for s in STEPS if s[1] not in ("gan_step_bug", "actor_critic_bug")])
+def test_example_ppo_whose_old_log_probabilities_take_gradient_fails_check_as_the_paths_cancel():
+    result = run_cli("check", "--format", "json", f"{EXAMPLES / 'ppo.py'}:ppo_bug")
+    assert result.exit_code == 1
+    findings = json.loads(result.stdout)["files"][0]["findings"]
+    assert {(f["rule"], f["loss"]) for f in findings} == {("GF100", "policy_loss"), ("GF107", "policy_loss")}
+    [gf107] = [f for f in findings if f["rule"] == "GF107"]
+    assert set(gf107["params"]) == {"actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias"}
+    assert gf107["message"].endswith("is exactly zero; the paths' gradients cancel each other out")
+
+
+@pytest.mark.parametrize("file, func", [s for s in STEPS if s[1] not in BUGS])
 def test_example_check_passes_on_the_right_steps(file, func):
     assert run_cli("check", f"{EXAMPLES / file}:{func}").exit_code == 0
 
