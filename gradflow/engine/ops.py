@@ -35,10 +35,10 @@ import numpy as np
 
 from gradflow.engine.kernels import (
     check_indices,
-    avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
+    avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, bernoulli, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
     conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
-    extremum_vjp, gelu, gelu_vjp, bernoulli, multinomial, normal, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
-    matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, norm_vjp, normalised, pool_windows,
+    extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
+    matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, multinomial, norm_vjp, normal, normalised, pool_windows,
     pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp, tanh_vjp,
     transpose_vjp, var_vjp,
 )

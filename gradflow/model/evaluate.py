@@ -248,7 +248,9 @@ class Evaluator(Calls):
         try:
             out = self.tape.apply(op, *tensors, meta=info, **attrs)
         except (ShapeError, TypeError, ValueError) as e:
-            raise self.fail(node, f"graph.{self.entry} ({builder.path}:{node.lineno}): {e}") from None
+            # an imported model's error is at the user's line: the generated entry means nothing there
+            raise self.fail(node, f"graph.{self.entry} ({builder.path}:{node.lineno}): {e}" if source is None
+                            else str(e)) from None
         builder.admit(out, node, "graph.", self.entry)
         return out
 

@@ -236,3 +236,65 @@ def test_a_distribution_that_checks_its_arguments_is_refused_at_its_line_and_che
     assert "checks its arguments' values (validate_args=True)" in error.value.message
     assert "pass validate_args=False" in error.value.message
     assert torch.distributions.Distribution._validate_args is default
+
+
+ODD = """
+class Odd(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.lin, self.kind = nn.Linear(4, 3), kind
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.kind == "generator":
+            keep = torch.bernoulli(torch.sigmoid(h), generator=torch.Generator().manual_seed(1))
+        elif self.kind == "mask":
+            keep = torch.empty_like(h).bernoulli_((h > 0).float())   # p of 0 or 1: the draw is (h > 0)
+        elif self.kind == "many":
+            keep = torch.multinomial(torch.softmax(h, -1), 5).float().sum() * h   # @many
+        else:
+            keep = torch.normal(h, -torch.ones(3))  # @negative
+        return {"loss": (h * keep).sum()}
+
+
+def step(kind):
+    torch.manual_seed(0)
+    return {"module": Odd(kind), "inputs": (torch.randn(6, 4),)}
+
+
+def generator():
+    return step("generator")
+
+
+def mask():
+    return step("mask")
+
+
+def many():
+    return step("many")
+
+
+def negative():
+    return step("negative")
+"""
+
+
+def test_a_draw_given_a_generator_or_a_tensor_of_probabilities_in_place_imports(step_file):
+    from gradflow.importers.torch.target import load_step
+    path, _ = step_file(ODD)
+    report = gradflow.analyze(gradflow.load(f"{path}:generator"))
+    assert report.status("lin.weight", "loss") == "flows"
+    report = gradflow.analyze(gradflow.load(f"{path}:mask"))
+    module = load_step(path, "mask").module.double()
+    h = module.lin(load_step(path, "mask").inputs[0].double())
+    assert report.losses[0].value == pytest.approx(torch.relu(h).sum().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("func, message", [
+    ("many", "multinomial cannot draw 5 of 3 classes without replacement"),
+    ("negative", "normal failed: std must be >= 0")])
+def test_a_draw_torch_would_refuse_is_an_error_at_the_users_line(step_file, func, message):
+    path, line_of = step_file(ODD)
+    with pytest.raises(ModelError) as error:
+        gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    assert (error.value.path, error.value.line, error.value.message) == (path, line_of(func), message)

@@ -272,6 +272,24 @@ def test_odd_steps_are_one_located_error_and_the_other_targets_are_still_checked
     assert "2 models checked: 1 invalid" in result.stdout
 
 
+def test_a_nan_constant_is_refused_with_words_that_read(step_file):
+    path, line_of = step_file("""
+    class Nan(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return {"loss": (self.lin(x) * float("nan")).sum()}  # @nan
+
+
+    def step():
+        return {"module": Nan(), "inputs": (torch.randn(3, 4),)}
+    """)
+    e = refused(path)
+    assert (e.line, e.message) == (line_of("nan"), "unsupported op aten.mul.Tensor with a NaN constant")
+
+
 def test_a_base_exception_at_import_is_located_and_ctrl_c_still_stops(step_file, tmp_path):
     path, line_of = step_file("""
     import pytest

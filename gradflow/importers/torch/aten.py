@@ -238,9 +238,11 @@ def rounding(c):
 
 
 def bernoulli(c):
-    if c.overload == "p":   # torch.bernoulli(x, p): x's shape, every entry with probability p
-        return f"bernoulli(broadcast_to({operand(c.args[1])}, {shape_text(c.shape)}))"
-    return f"bernoulli({c.args[0]})"
+    """torch.bernoulli(p); torch.bernoulli(x, p) and x.bernoulli_(p), a number or a tensor: x's
+    shape, each entry 1 with probability p (x's values are not read)."""
+    if c.overload == "default":
+        return f"bernoulli({c.args[0]})"
+    return f"bernoulli(broadcast_to({operand(c.arg(1, 'p', 0.5))}, {shape_text(c.shape)}))"
 
 
 def normal(c):

@@ -56,7 +56,7 @@ def text(value) -> str:
         return repr(value)
     if isinstance(value, float):
         if value != value:
-            raise Unsupported("a NaN constant")
+            raise Unsupported("with a NaN constant")
         if value in (float("inf"), float("-inf")):
             # gradflow expressions have no infinity; a huge finite number masks the same way
             return "1e300" if value > 0 else "-1e300"

@@ -41,7 +41,8 @@ class Leaves:
             elif spec.kind == InputKind.BUFFER:
                 self.values[node] = Const(module.get_buffer(spec.target).detach(), spec.target)
             elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
-                self.values[node] = Const(self.program.constants[spec.target], spec.target)
+                value = self.program.constants[spec.target]   # a tensor, or an object (a draw's generator)
+                self.values[node] = Const(value, spec.target) if isinstance(value, torch.Tensor) else value
             else:
                 raise self.fail(node, f"unsupported export input kind {spec.kind.name}")
 

@@ -182,6 +182,8 @@ class Translator(Leaves, Rebinding):
 
     def argument(self, value, user):
         if isinstance(value, torch.fx.Node):
+            if isinstance(self.values.get(value), torch.Generator):
+                return None   # a draw's generator=: gradflow draws its own numbers, as without one
             return self.tensor(value, user)
         if isinstance(value, (list, tuple)):
             return [self.argument(v, user) for v in value]
