@@ -1049,3 +1049,105 @@ def test_a_random_fill_of_a_new_tensor_in_forward_is_drawn_once_at_import_as_ran
     mu, std = m.enc(x), torch.exp(0.5 * m.logvar(x))
     expected = (mu + torch.from_numpy(eps) * std + torch.from_numpy(u)).pow(2).sum().item()
     assert report.losses[0].value == pytest.approx(expected, rel=1e-12)
+
+
+SAC_ALPHA = """
+class Temperature(nn.Module):
+    def __init__(self, buffer):
+        super().__init__()
+        self.actor = nn.Linear(4, 2)
+        if buffer:
+            self.register_buffer("log_alpha", torch.full((1,), 0.3, requires_grad=True))
+        else:
+            self.log_alpha = torch.full((1,), 0.3, requires_grad=True)   # its own optimizer trains it
+
+    def forward(self, s):
+        logp = F.log_softmax(self.actor(s), -1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        return {"actor_loss": (-self.log_alpha.exp().detach() * entropy).mean(),
+                "alpha_loss": (self.log_alpha * (entropy + 2.0).detach()).mean()}
+
+
+def attribute():
+    torch.manual_seed(0)
+    return {"module": Temperature(False), "inputs": (torch.randn(8, 4),)}
+
+
+def buffer():
+    torch.manual_seed(0)
+    return {"module": Temperature(True), "inputs": (torch.randn(8, 4),)}
+"""
+
+
+@pytest.mark.parametrize("func", ["attribute", "buffer"])
+def test_a_tensor_that_requires_grad_without_being_a_parameter_is_a_parameter(step_file, func):
+    # SAC's temperature: torch gives log_alpha a gradient, so gradflow must not take it for a constant
+    import numpy as np
+
+    import gradflow
+    from gradflow.importers.torch.target import load_step
+    path, _ = step_file(SAC_ALPHA)
+    report = gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    assert [p.name for p in report.params] == ["actor.weight", "actor.bias", "log_alpha"]
+    assert not report.by_name["log_alpha"].frozen
+    assert report.status("log_alpha", "actor_loss") == report.status("actor.weight", "alpha_loss") == "blocked"
+    step = load_step(path, func)
+    module = step.module
+    log_alpha = module.log_alpha.detach().double().requires_grad_(True)
+    weight, bias = (p.detach().double().requires_grad_(True) for p in module.actor.parameters())
+    logp = torch.log_softmax(step.inputs[0].double() @ weight.T + bias, -1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    alpha_loss = (log_alpha * (entropy + 2.0).detach()).mean()
+    actor_loss = (-log_alpha.exp().detach() * entropy).mean()
+    np.testing.assert_allclose(report.grad("log_alpha", "alpha_loss"), torch.autograd.grad(alpha_loss, log_alpha)[0])
+    np.testing.assert_allclose(report.grad("actor.weight", "actor_loss"), torch.autograd.grad(actor_loss, weight)[0])
+    assert not [f for f in report.findings if f.severity == "error" or f.rule == "GF106"]
+
+
+TOGGLES = """
+def set_requires_grad(net, flag):
+    for p in net.parameters():
+        p.requires_grad = flag  # @flag
+
+
+class Pix2Pix(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+        self.D = nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, a, b):
+        fake = self.G(a)
+        set_requires_grad(self.D, False)      # the generator's loss: D trains nothing from it
+        g_loss = F.softplus(-self.D(torch.cat((a, fake), 1))).mean() + (fake - b).abs().mean()
+        set_requires_grad(self.D, True)
+        d_loss = F.softplus(self.D(torch.cat((a, fake.detach()), 1))).mean() \\
+            + F.softplus(-self.D(torch.cat((a, b), 1))).mean()
+        self.G.requires_grad_(False)  # @freeze
+        a.requires_grad_(True)        # not a parameter: nothing to note
+        probe = self.head(self.G(a)).mean()
+        self.G.requires_grad_(True)
+        return {"g_loss": g_loss, "d_loss": d_loss, "probe": probe}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Pix2Pix(), "inputs": (torch.randn(6, 4), torch.randn(6, 4)),
+            "wrt": {"g_loss": ["G.*"], "d_loss": ["D.*"], "probe": ["head.*"]}}
+"""
+
+
+def test_requires_grad_switched_off_in_forward_cuts_the_uses_made_while_it_is_off(step_file, same_as_torch):
+    # pix2pix's set_requires_grad(netD, False) around the generator's loss: export does not record it
+    import gradflow
+    path, line_of = step_file(TOGGLES)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    same_as_torch(report, path, "step")
+    for name in ("D.0.weight", "D.2.bias"):
+        assert report.status(name, "g_loss") == "blocked" and report.status(name, "d_loss") == "flows"
+        [cut] = report.pair(name, "g_loss").cut_by
+        assert (cut.op, cut.line) == ("no_grad", line_of("flag"))
+    [cut] = report.pair("G.0.weight", "probe").cut_by
+    assert (report.status("G.0.weight", "g_loss"), cut.line) == ("flows", line_of("freeze"))
+    assert not report.by_name["G.0.weight"].frozen and not report.findings

@@ -22,13 +22,14 @@ import torch.utils.checkpoint
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
 from gradflow.importers.torch.functions import TensorArg
-from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, set_in_user_code,
-                                             user_source, users_failure)
+from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, set_by_user,
+                                             set_in_user_code, user_source, users_failure)
 
 SOURCE = "gradflow_source"     # node.meta key: the user's Source
 BLOCK = "gradflow_block"       # node.meta key: index of the no_grad block it was made in
 DATA = "gradflow_data"         # node.meta key: the detach is the user's `.data`
 GRAD_OFF = "gradflow_grad_off" # node.meta key: made with gradient off (in a block export may not have kept)
+FROZEN = "gradflow_frozen"     # node.meta key: {parameter: Source} of those forward had set requires_grad=False
 
 
 @torch.library.custom_op("gradflow::function_input", mutates_args=())
@@ -66,6 +67,8 @@ class Recorder:
     depth: int = 0                                # inside a Function's forward
     boundary: object = None                       # the importer's frame: user code runs below it
     data: bool = False                            # inside the user's `.data`
+    module: object = None                         # the step's module, whose parameters forward may freeze
+    frozen: dict = field(default_factory=dict)    # parameter name -> Source where forward set requires_grad=False
 
     def stamp(self, node, target, args) -> None:
         source = user_source(3, self.boundary)
@@ -73,6 +76,8 @@ class Recorder:
             node.meta[SOURCE] = source
         if self.data:
             node.meta[DATA] = True
+        if self.frozen:
+            node.meta[FROZEN] = dict(self.frozen)
         if target is torch._C._set_grad_enabled and args and args[0] is False:
             if not set_in_user_code(3):
                 self.libraries.add(len(self.blocks))
@@ -81,6 +86,34 @@ class Recorder:
             node.meta[GRAD_OFF] = True
             if self.blocks:
                 node.meta[BLOCK] = len(self.blocks) - 1
+
+
+def requires_grad_watched(recorder: Recorder):
+    """Tensor.requires_grad's setter and requires_grad_ noting where the user's forward turns a
+    parameter's gradient off and on again (pix2pix's set_requires_grad(netD, False) before the
+    generator's loss), which export does not record: the uses in between are cut."""
+    base = torch._C.TensorBase.requires_grad
+    method = torch._C.TensorBase.requires_grad_
+
+    def note(tensor, flag) -> None:
+        if recorder.module is None or not set_by_user(3):
+            return
+        for name, p in recorder.module.named_parameters():
+            if p is tensor:
+                if flag:
+                    recorder.frozen.pop(name, None)
+                else:
+                    recorder.frozen.setdefault(name, user_source(3, recorder.boundary))
+
+    def set_flag(tensor, flag):
+        base.__set__(tensor, flag)
+        note(tensor, bool(flag))
+
+    def requires_grad_(tensor, flag=True):
+        out = method(tensor, flag)
+        note(tensor, bool(flag))
+        return out
+    return property(base.__get__, set_flag), requires_grad_
 
 
 def stamping(recorder: Recorder):
@@ -195,6 +228,7 @@ def watching(recorder: Recorder):
     enter, exit_ = inference.__dict__["__enter__"], inference.__dict__["__exit__"]
     amp_enter, amp_exit = autocast.__dict__["__enter__"], autocast.__dict__["__exit__"]
     torch.fx.Graph.create_node = stamping(recorder)
+    torch.Tensor.requires_grad, torch.Tensor.requires_grad_ = requires_grad_watched(recorder)
     torch.autograd.Function.apply = fencing(recorder, apply)
     torch.Tensor.data = data_as_detach(recorder)
     inference.__enter__, inference.__exit__ = inference_as_no_grad()
@@ -206,6 +240,7 @@ def watching(recorder: Recorder):
     finally:
         torch.distributions.Distribution.set_default_validate_args(checks)
         torch.fx.Graph.create_node = create_node
+        del torch.Tensor.requires_grad, torch.Tensor.requires_grad_   # back to TensorBase's own
         torch.autograd.Function.apply = apply
         del torch.Tensor.data   # back to TensorBase's own descriptor
         inference.__enter__, inference.__exit__ = enter, exit_
@@ -214,7 +249,7 @@ def watching(recorder: Recorder):
 
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
     """(ExportedProgram, Recorder) of ``module(*inputs)`` in the training IR."""
-    recorder = Recorder(boundary=sys._getframe())
+    recorder = Recorder(boundary=sys._getframe(), module=module)
     with users_failure(export_message, fallback), watching(recorder):   # torch refused the user's code, or it exited
         program = torch.export.export(module, inputs, strict=False)
     return program, recorder

@@ -1,7 +1,8 @@
 """The leaves of an imported model: parameters, inputs and constants, with their arrays.
 
 Parameters keep their ``named_parameters()`` names (a tied parameter is one
-parameter under its first name) and ``requires_grad=False`` makes them frozen;
+parameter under its first name) and ``requires_grad=False`` makes them frozen; a
+tensor attribute that requires grad (not an ``nn.Parameter``) is a parameter too;
 inputs are named after ``forward``'s arguments; buffers and tensors computed from
 constants alone (``arange``, a causal mask) become constant inputs carrying
 their values, written only when the graph uses them.
@@ -38,17 +39,21 @@ class Leaves:
                 self.bind_param(node, canonical[id(module.get_parameter(spec.target))])
             elif spec.kind == InputKind.USER_INPUT:
                 self.bind_input(node, next(user))
-            elif spec.kind == InputKind.BUFFER:
-                self.values[node] = Const(module.get_buffer(spec.target).detach(), spec.target)
-            elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
-                value = self.program.constants[spec.target]   # a tensor, or an object (a draw's generator)
-                self.values[node] = Const(value, spec.target) if isinstance(value, torch.Tensor) else value
+            elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+                value = module.get_buffer(spec.target) if spec.kind == InputKind.BUFFER \
+                    else self.program.constants[spec.target]   # a tensor, or an object (a draw's generator)
+                if isinstance(value, torch.Tensor) and value.requires_grad:
+                    # a tensor the user trains without nn.Parameter (SAC's log_alpha with its own
+                    # optimizer): a parameter named after its attribute, as torch gives it a gradient
+                    self.bind_param(node, spec.target, value)
+                else:
+                    self.values[node] = Const(value.detach(), spec.target) if isinstance(value, torch.Tensor) else value
             else:
                 raise self.fail(node, f"unsupported export input kind {spec.kind.name}")
 
-    def bind_param(self, node, name: str) -> None:
+    def bind_param(self, node, name: str, p: torch.Tensor | None = None) -> None:
         if name not in self.values.values():
-            p = self.step.module.get_parameter(name)
+            p = self.step.module.get_parameter(name) if p is None else p
             self.used.add(name)
             self.out.params.append(Tensor(name, tuple(p.shape), frozen=not p.requires_grad))
             self.out.arrays[name] = p.detach().double().numpy()

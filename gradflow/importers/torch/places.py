@@ -61,6 +61,18 @@ def set_in_user_code(depth: int) -> bool:
     return frame is None or is_user_frame(frame)
 
 
+_MODULE = os.path.join(_TORCH, "nn", "modules", "module.py")
+
+
+def set_by_user(depth: int) -> bool:
+    """Is a tensor's flag being set by the user's code, directly or through nn.Module's own
+    method (``module.requires_grad_(False)``), not by torch's machinery? (``depth`` as user_source's)"""
+    frame = sys._getframe(depth)
+    while frame is not None and frame.f_code.co_filename == _MODULE:
+        frame = frame.f_back
+    return frame is not None and is_user_frame(frame)
+
+
 def position(code, lasti: int, line: int) -> Source:
     """The place of instruction ``lasti`` of ``code``; 1-based column on Python 3.11+."""
     col = 1

@@ -20,7 +20,7 @@ from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Imported, Line
 from gradflow.importers.torch.aten import OPS
 from gradflow.importers.torch.call import Alias, Call, Parts, Unsupported
-from gradflow.importers.torch.capture import SOURCE, function_input, function_output
+from gradflow.importers.torch.capture import FROZEN, SOURCE, function_input, function_output
 from gradflow.importers.torch.functions import classify
 from gradflow.importers.torch.fxgraph import (
     NO_GRAD_HOP, ancestors, aten_text, block_graph, data_dependent, in_place, kind_of, shape_of, target_name,
@@ -50,6 +50,7 @@ class Translator(Leaves, Rebinding):
         self.block_wants = {}               # grad-mode block -> its placeholders whose new value is read after it
         self.grad_mode = {}                 # fx graph -> is gradient on in it
         self.block_updates = {}             # (no_grad block, placeholder) -> name of the input's new value
+        self.frozen_uses = {}               # (parameter, Source) -> name of its use with requires_grad off
 
     # -- names and lines ---------------------------------------------------------------
     def unique(self, wanted: str) -> str:
@@ -184,12 +185,22 @@ class Translator(Leaves, Rebinding):
         if isinstance(value, torch.fx.Node):
             if isinstance(self.values.get(value), torch.Generator):
                 return None   # a draw's generator=: gradflow draws its own numbers, as without one
-            return self.tensor(value, user)
+            name = self.tensor(value, user)
+            frozen = user.meta.get(FROZEN)
+            return self.frozen_use(name, frozen[name], user) if frozen and name in frozen else name
         if isinstance(value, (list, tuple)):
             return [self.argument(v, user) for v in value]
         if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
             return str(value)
         return value
+
+    def frozen_use(self, param: str, source, user) -> str:
+        """A parameter read while forward had set its requires_grad to False: cut there, as torch
+        gives it no gradient through this use, at the line that set it (one cut per such line)."""
+        key = (param, source)
+        if key not in self.frozen_uses:
+            self.frozen_uses[key] = self.emit(user, f"no_grad({param})", f"{param}_frozen", source)
+        return self.frozen_uses[key]
 
     def tensor(self, node, user) -> str:
         value = self.values.get(node)
