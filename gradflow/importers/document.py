@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass, field
 
 # Constant tensors (arange, masks, buffers) up to this many entries are written
-# inline with `value:`; larger ones live only in the weights archive.
+# inline with `value:`; larger ones, and those holding an infinity or NaN (a model
+# file's numbers are finite: an attention mask of -inf), live only in the weights archive.
 INLINE_VALUES = 4096
 
 
@@ -98,7 +99,7 @@ def tensor_fields(t: Tensor, base: str | None) -> str:
         fields.append(f"dtype: {t.dtype}")
     if t.frozen:
         fields.append("frozen: true")
-    if t.value is not None and t.value.size <= INLINE_VALUES:
+    if t.value is not None and t.value.size <= INLINE_VALUES and all(math.isfinite(v) for v in t.value.flat):
         fields.append(f"value: {flow_list(t.value.tolist())}")
     if t.source is not None:
         fields.append(f"source: {quote(t.source.text(base))}")
@@ -106,11 +107,9 @@ def tensor_fields(t: Tensor, base: str | None) -> str:
 
 
 def flow_list(value) -> str:
-    """A nested list of numbers in YAML flow style (infinities as YAML spells them)."""
+    """A nested list of finite numbers in YAML flow style."""
     if isinstance(value, list):
         return "[" + ", ".join(flow_list(v) for v in value) + "]"
-    if isinstance(value, float) and not math.isfinite(value):
-        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     text = repr(value)
     # YAML 1.1 reads 1e+300 as a string: its floats need a dot before the exponent
     return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text

@@ -1151,3 +1151,35 @@ def test_requires_grad_switched_off_in_forward_cuts_the_uses_made_while_it_is_of
     [cut] = report.pair("G.0.weight", "probe").cut_by
     assert (report.status("G.0.weight", "g_loss"), cut.line) == ("flows", line_of("freeze"))
     assert not report.by_name["G.0.weight"].frozen and not report.findings
+
+
+def test_a_constant_mask_of_minus_infinity_imports_and_is_kept_out_of_the_model_file(step_file, same_as_torch,
+                                                                                     tmp_path):
+    # nn.Transformer.generate_square_subsequent_mask and a buffer of -inf: constants that a model
+    # file cannot spell (its numbers are finite), so they travel in the weights archive
+    import numpy as np
+
+    import gradflow
+    from gradflow.importers import import_python
+    path, _ = step_file("""
+    class Causal(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            self.register_buffer("mask", torch.full((5, 5), float("-inf")).triu(1))
+
+        def forward(self, x):
+            made = nn.Transformer.generate_square_subsequent_mask(5)
+            a, _ = self.attn(x, x, x, attn_mask=made, need_weights=False)
+            b, _ = self.attn(x, x, x, attn_mask=self.mask, need_weights=False)
+            return {"loss": a.pow(2).mean() + b.abs().mean()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Causal(), "inputs": (torch.randn(2, 5, 8),)}
+    """)
+    same_as_torch(gradflow.analyze(gradflow.load(f"{path}:step")), path, "step")
+    imported = import_python(f"{path}:step")
+    masks = [t for t in imported.inputs if t.value is not None and np.isinf(t.value).any()]
+    assert masks and "inf" not in imported.to_yaml(str(tmp_path))
