@@ -342,3 +342,28 @@ def test_a_parameter_updated_in_place_under_no_grad_in_forward_still_gets_its_gr
     same_as_torch(report, path, "step")
     # the update's own path is the no_grad block the user wrote, not a stop_gradient of ours
     assert {c.op for p in report.params for pair in p.grads.values() for c in pair.partially_cut_by} == {"no_grad"}
+
+
+@pytest.mark.parametrize("penalty", [
+    "torch.autograd.grad(self.D(real).sum(), real, create_graph=True)[0]",
+    "self.D(real).sum().backward(create_graph=True) or real.grad"])
+def test_a_gradient_of_a_gradient_in_forward_is_refused_at_its_line(step_file, penalty):
+    # WGAN-GP and R1: export fails on them with words about fake tensors, at the def line
+    path, line_of = step_file(f"""
+    class Penalised(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.D = nn.Linear(4, 1)
+
+        def forward(self, real):
+            real = real.detach().requires_grad_(True)
+            grad = {penalty}  # @penalty
+            return {{"loss": self.D(real).mean() + grad.pow(2).sum()}}
+
+
+    def step():
+        return {{"module": Penalised(), "inputs": (torch.randn(3, 4),)}}
+    """)
+    e = refused(path)
+    assert e.line == line_of("penalty")
+    assert "in the step's forward cannot be imported: gradflow analyses a step's first-order gradients" in e.message

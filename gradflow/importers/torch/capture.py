@@ -203,6 +203,24 @@ def inference_as_no_grad():
     return enter, exit_
 
 
+def autograd_refused(grad, backward):
+    """torch.autograd.grad and Tensor.backward refused where the user's forward calls them (a
+    gradient penalty, R1): export cannot trace a gradient inside the step, and fails later with
+    words of its own about fake tensors. torch's own calls pass through."""
+    def refuse(real, spelled):
+        def call(*args, **kwargs):
+            caller = sys._getframe(1)
+            if not is_user_frame(caller):
+                return real(*args, **kwargs)
+            at = frame_source(caller)
+            raise ModelError(f"{spelled} in the step's forward cannot be imported: gradflow analyses a "
+                             "step's first-order gradients, not gradients of gradients (a gradient penalty, R1); "
+                             "leave the penalty out of the step checked, or compute it outside forward",
+                             display(at.path), at.line, at.col)
+        return call
+    return refuse(grad, "torch.autograd.grad()"), refuse(backward, ".backward()")
+
+
 def autocast_as_nothing():
     """autocast's __enter__/__exit__ as no-ops. The step runs in float64, where autocast would
     only lower precision (casts such as `.half()` are identities too); export would wrap its
@@ -217,8 +235,8 @@ def autocast_as_nothing():
 
 @contextmanager
 def watching(recorder: Recorder):
-    """Patch node creation, Function.apply, Tensor.data, inference_mode and autocast for the
-    duration of one export, and turn off the value checks of ``torch.distributions`` that the
+    """Patch node creation, Function.apply, Tensor.data, requires_grad, autograd.grad, inference_mode
+    and autocast for the duration of one export, and turn off the value checks of ``torch.distributions`` that the
     user did not ask for: ``Categorical(logits=...)`` checks by default that its arguments are
     valid, an ``if`` on tensor values that export cannot trace and that changes no gradient."""
     checks = torch.distributions.Distribution._validate_args
@@ -229,6 +247,8 @@ def watching(recorder: Recorder):
     amp_enter, amp_exit = autocast.__dict__["__enter__"], autocast.__dict__["__exit__"]
     torch.fx.Graph.create_node = stamping(recorder)
     torch.Tensor.requires_grad, torch.Tensor.requires_grad_ = requires_grad_watched(recorder)
+    grad, backward = torch.autograd.grad, torch.Tensor.backward
+    torch.autograd.grad, torch.Tensor.backward = autograd_refused(grad, backward)
     torch.autograd.Function.apply = fencing(recorder, apply)
     torch.Tensor.data = data_as_detach(recorder)
     inference.__enter__, inference.__exit__ = inference_as_no_grad()
@@ -241,6 +261,7 @@ def watching(recorder: Recorder):
         torch.distributions.Distribution.set_default_validate_args(checks)
         torch.fx.Graph.create_node = create_node
         del torch.Tensor.requires_grad, torch.Tensor.requires_grad_   # back to TensorBase's own
+        torch.autograd.grad, torch.Tensor.backward = grad, backward
         torch.autograd.Function.apply = apply
         del torch.Tensor.data   # back to TensorBase's own descriptor
         inference.__enter__, inference.__exit__ = enter, exit_
