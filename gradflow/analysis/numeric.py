@@ -121,8 +121,22 @@ def dies_at(graph, grads: list, param, open_) -> list:
         else:   # it passes gradient on, which other nodes' shares cancel where they add up
             cancelled.update((p.index, p) for p in dead)
     places += [cut_of(i, p, "zero") for i, p in sorted(cancelled.items(), reverse=True)
-               if p.op is not None and all(c.index != i for c in places)]
+               if p.op is not None and not renamed(p, param) and all(c.index != i for c in places)]
     return places
+
+
+def renamed(node, param) -> bool:
+    """Is ``node`` the parameter under another name, as far as its gradient goes: the parameter
+    plus terms that pass none (``p + no_grad(new - p)``, an imported write under no_grad), one
+    or more times? Shares that cancel there cancel in the parameter itself."""
+    while node is not param:
+        if node.op is None or node.op.name != "add":
+            return False
+        passing = [q for q in node.parents if q.requires_grad and (q.op is None or q.op.kind != "stop")]
+        if len(passing) != 1:
+            return False
+        node = passing[0]
+    return True
 
 
 def params_norm(grads: list, params) -> float:

@@ -85,6 +85,29 @@ def test_a_zero_gradient_from_shares_that_cancel_blames_where_they_meet_not_the_
     assert [(c.node, c.op) for c in report.pair("c", "ld").dies_at] == [("ld", "sub")]
 
 
+def test_shares_that_cancel_in_a_parameter_renamed_by_a_cut_write_cancel_in_the_parameter(write_model):
+    # b_new is b written under no_grad, as the importer spells a weight clip: b by another name
+    report = analyze(write_model, """
+        gradflow: 1
+        params:
+          b: {shape: [3], init: ones}
+        inputs:
+          x: {shape: [3], init: ones}
+        graph:
+          b_new: b + stop_gradient(clip(b, 0, 0.5) - b)
+          twice: b_new + stop_gradient(b_new * 0)
+          lb: sum(twice * x) - sum(twice * x)
+          lc: sum(b_new * b_new * x) - sum(b_new * x) * 0
+          scaled: b * x + stop_gradient(b)
+          ld: sum(scaled) - sum(scaled)
+        losses: [lb, lc, ld]
+    """)
+    assert report.pair("b", "lb").status == "zero" and report.pair("b", "lb").dies_at == []
+    assert report.pair("b", "lc").status == "flows"
+    # b * x plus a cut term is no renaming of b: the shares meet in scaled
+    assert [(c.node, c.op) for c in report.pair("b", "ld").dies_at] == [("scaled", "add")]
+
+
 def test_a_zero_gradient_dies_at_its_own_block_not_at_every_dead_block_after_it(write_model):
     # Each block's ReLU is dead, and the residual carries the gradient past it: block.0.w's
     # gradient dies in block 0 alone. (Naming every later block made the report quadratic.)
