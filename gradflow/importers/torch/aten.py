@@ -6,7 +6,7 @@ whole table ``OPS`` from its shape and neural-network parts.
 
 from __future__ import annotations
 
-from gradflow.importers.torch.aten_nn import NN_OPS
+from gradflow.importers.torch.aten_nn import NN_OPS, xlogy
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
 
@@ -138,6 +138,57 @@ def softplus(c):
     return f"softplus({c.args[0]} * {text(beta)}) / {text(beta)}"
 
 
+LN2 = 0.6931471805599453
+
+
+def expm1(c):
+    """e ** x - 1, near 0 (|x| <= 1) as tanh(x / 2) (e ** x + 1), which does not cancel; that branch
+    reads x clipped to [-1, 1], so a large x gives it no inf * 0 in the gradient."""
+    x = c.args[0]
+    u = f"clip({x}, -1.0, 1.0)"
+    return f"where(less_equal(abs({x}), 1.0), tanh({u} * 0.5) * (exp({u}) + 1), exp({x}) - 1)"
+
+
+def halves(x: str, sign: str) -> str:
+    """e ** x / 2 +- e ** -x / 2, each half taken in the exponent: sinh(710) is finite, as torch's."""
+    return f"exp({x} - {LN2!r}) {sign} exp(-{x} - {LN2!r})"
+
+
+def sinh_near(u: str) -> str:
+    """sinh(u) = tanh(u / 2) (1 + cosh(u)) for small u: no cancellation in it or its gradient."""
+    return f"tanh({u} * 0.5) * (1 + {halves(u, '+')})"
+
+
+def sinh(c):
+    x = c.args[0]
+    return f"where(less_equal(abs({x}), 1.0), {sinh_near(f'clip({x}, -1.0, 1.0)')}, {halves(x, '-')})"
+
+
+def cosh(c):
+    """1 + 2 sinh(x / 2) ** 2 near 0, whose gradient, sinh(x), keeps its precision there."""
+    x = c.args[0]
+    near = f"1 + 2 * square({sinh_near(f'clip({x}, -1.0, 1.0) * 0.5')})"
+    return f"where(less_equal(abs({x}), 1.0), {near}, {halves(x, '+')})"
+
+
+def logaddexp(c):
+    """max(a, b) + log(1 + e ** -|a - b|), |a - b| read as 0 on a tie so that two equal infinities
+    give that infinity, as torch; a tie passes half the gradient to each side, as torch's, but an
+    infinite one too, where torch's is NaN."""
+    a, b = text(c.args[0]), text(c.args[1])
+    return f"maximum({a}, {b}) + softplus(-abs(where(equal({a}, {b}), 0.0, {a} - {b})))"
+
+
+def nan_to_num(c):
+    """NaN, inf and -inf replaced (by default 0 and float64's largest finite numbers: the import is in
+    float64); no gradient where x is not finite, as torch's."""
+    x, big = c.args[0], 1.7976931348623157e308
+    nan, pos, neg = c.arg(1, "nan", 0.0), c.arg(2, "posinf"), c.arg(3, "neginf")
+    pos, neg, inf = big if pos is None else pos, -big if neg is None else neg, operand(float("inf"))
+    return (f"where(not_equal({x}, {x}), {text(0.0 if nan is None else nan)}, where(equal({x}, {inf}), "
+            f"{operand(pos)}, where(equal({x}, -{inf}), {operand(neg)}, {x})))")
+
+
 def max_dim(op, arg, elementwise):
     def handler(c):
         if c.overload == "other":   # torch.max(a, b): elementwise, as torch.maximum
@@ -260,6 +311,11 @@ OPS = {
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
     "reciprocal": lambda c: f"1 / {c.args[0]}",
     "gelu": gelu, "softplus": softplus,
+    "expm1": expm1, "sinh": sinh, "cosh": cosh, "logaddexp": logaddexp, "nan_to_num": nan_to_num,
+    "log2": lambda c: f"log({c.args[0]}) * 1.4426950408889634",   # 1 / ln 2
+    "log10": lambda c: f"log({c.args[0]}) * 0.4342944819032518",  # 1 / ln 10
+    "exp2": lambda c: f"2.0 ** {c.args[0]}",
+    "xlogy": lambda c: xlogy(operand(c.args[0]), operand(c.args[1])),
     "leaky_relu": lambda c: f"leaky_relu({c.args[0]}, slope={c.arg(1, 'negative_slope', 0.01)!r})",
     "elu": lambda c: f"elu({c.args[0]}, alpha={c.arg(1, 'alpha', 1.0)!r})",
     "hardtanh": lambda c: f"hardtanh({c.args[0]}, lo={c.arg(1, 'min_val', -1.0)!r}, hi={c.arg(2, 'max_val', 1.0)!r})",

@@ -1,8 +1,9 @@
-"""aten neural-network ops and losses -> gradflow expressions (norms, attention, conv, losses)."""
+"""aten neural-network ops and losses -> gradflow expressions (activations, norms, attention, conv,
+losses)."""
 
 from __future__ import annotations
 
-from gradflow.importers.torch.call import Alias, Unsupported, shape_text, text
+from gradflow.importers.torch.call import Alias, Unsupported, index_text, operand, shape_text, text
 
 
 def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
@@ -99,6 +100,48 @@ def bce(c):
 BCE_REDUCTION = {0: ", reduction='none'", 1: "", 2: ", reduction='sum'"}
 
 
+def clipped_square(x, y, delta) -> str:
+    """Huber's 0.5 d ** 2 for |d| <= delta, delta (|d| - delta / 2) beyond (d = x - y), written
+    k (d - k / 2) with k = d clipped to [-delta, delta]: its gradient is k, torch's at |d| == delta
+    too, and delta (no inf * 0) for an infinite d, as clip passes no gradient outside its range."""
+    d = f"({x} - {y})"
+    k = f"clip({d}, {-delta!r}, {delta!r})"
+    return f"{k} * ({d} - {k} * 0.5)"
+
+
+def huber(c):
+    return reduced(clipped_square(c.args[0], c.args[1], c.arg(3, "delta", 1.0)), c.arg(2, "reduction", 1))
+
+
+def smooth_l1(c):
+    """Huber over beta (F.smooth_l1_loss with beta=0 is exported as l1_loss)."""
+    x, y, reduction, beta = c.args[0], c.args[1], c.arg(2, "reduction", 1), c.arg(3, "beta", 1.0)
+    if beta == 0:
+        raise Unsupported("with beta=0 as aten's own op (its gradient at a zero difference is -1 into both "
+                          "input and target; F.smooth_l1_loss(beta=0) is the l1 loss and imports)")
+    return reduced(f"{clipped_square(x, y, beta)} / {beta!r}", reduction)
+
+
+def xlogy(x: str, y: str) -> str:
+    """x log(y), 0 where x == 0 and y is not NaN, with torch's gradients there: log(y) into x (0
+    for y <= 0) and x / y into y, 0 / 0 = NaN at y == 0 (sqrt's rule at 0 makes it, its value 0).
+    Each branch reads a y that keeps the other's inf * 0 out of its gradient. One difference: at
+    x == 0, y == inf torch's gradient into x is inf, gradflow's 0."""
+    zero = f"equal({x}, 0) * equal({y}, {y})"
+    finite = f"greater({y}, 0) * less({y}, {operand(float('inf'))})"
+    at_zero = f"{x} * (log(where({finite}, {y}, 1.0)) + sqrt(where({zero} * equal({y}, 0), {y}, 0.0)))"
+    return f"where({zero}, {at_zero}, {x} * log(where({zero}, 1.0, {y})))"
+
+
+def kl_div(c):
+    """target (log target - input) at each position, input log-probabilities: exp(t) (t - input) for
+    a log target, else torch's xlogy(t, t) - t input, 0 where t == 0; batchmean is exported as the
+    sum divided by the batch."""
+    x, t, reduction = c.args[0], c.args[1], c.arg(2, "reduction", 1)
+    per = f"exp({t}) * ({t} - {x})" if c.arg(3, "log_target", False) else f"{xlogy(t, t)} - {t} * {x}"
+    return reduced(per, reduction)
+
+
 def normalized(x: str, axis, eps) -> str:
     """(x - mean) / sqrt(biased var + eps) over axis, as torch's norms."""
     return (f"({x} - mean({x}, axis={axis}, keepdims=True)) / sqrt(var({x}, axis={axis}, keepdims=True) + {eps!r})")
@@ -137,6 +180,37 @@ def group_norm(c):
     grouped = f"reshape({x}, [{shape[0]}, {groups}, -1])"
     s = shape_text([shape[1]] + [1] * (c.ndim() - 2))
     return affine(f"reshape({normalized(grouped, 2, eps)}, {shape_text(shape)})", w, b, s)
+
+
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def celu(c):
+    alpha = c.arg(1, "alpha", 1.0)
+    return f"elu({c.args[0]})" if alpha == 1 else f"elu({c.args[0]} / {alpha!r}) * {alpha!r}"
+
+
+def hardswish(c):
+    """x (clip(x, -3, 3) + 3) / 6 with hardtanh as the clip: its gradient stops at -3 and 3, so
+    the slope there is torch's, 0 and 1."""
+    return f"{c.args[0]} * (hardtanh({c.args[0]}, lo=-3.0, hi=3.0) + 3) / 6"
+
+
+def glu(c):
+    """The first half along dim times the sigmoid of the second."""
+    x, nd = c.args[0], c.ndim()
+    dim = c.arg(1, "dim", -1) % nd
+    half = c.shapes[0][dim] // 2
+    return f"{x}{index_text(nd, dim, f':{half}')} * sigmoid({x}{index_text(nd, dim, f'{half}:')})"
+
+
+def prelu(c):
+    """x where x > 0, else weight * x: one weight, or one per channel (axis 1; torch refuses them
+    for an input without one)."""
+    x, w, n = c.args[0], c.args[1], c.shapes[1][0] if c.shapes[1] else 1
+    if n > 1:
+        w = f"reshape({w}, {shape_text([n] + [1] * (c.ndim() - 2))})"
+    return f"where(greater({x}, 0), {x}, {w} * {x})"
 
 
 def embedding(c):
@@ -224,5 +298,11 @@ NN_OPS = {
     "scaled_dot_product_attention": attention, "dropout": dropout,
     "conv2d": conv2d, "max_pool2d": pool("max_pool2d"), "avg_pool2d": pool("avg_pool2d"),
     "adaptive_avg_pool2d": adaptive_avg, "cosine_similarity": cosine,
-
+    "huber_loss": huber, "smooth_l1_loss": smooth_l1, "kl_div": kl_div,
+    "log_sigmoid": lambda c: f"-softplus(-{c.args[0]})",
+    "mish": lambda c: f"{c.args[0]} * tanh(softplus({c.args[0]}))",
+    "selu": lambda c: f"elu({c.args[0]}, alpha={SELU_ALPHA!r}) * {SELU_SCALE!r}",
+    "celu": celu, "hardswish": hardswish,
+    "hardsigmoid": lambda c: f"hardtanh({c.args[0]}, lo=-3.0, hi=3.0) / 6 + 0.5",   # no gradient at +-3, as torch's
+    "glu": glu, "prelu": prelu,
 }
