@@ -55,6 +55,17 @@ def test_a_loss_that_is_not_one_tensor_is_refused_at_the_def_line(step_file, val
     assert e.message.startswith(says) and "one scalar tensor" in e.message
 
 
+@pytest.mark.parametrize("key, says", [
+    ("mse", "loss name 'mse' is the name of one of gradflow's ops: give the loss another key, such as 'mse_loss'"),
+    ("loss/total", "loss name 'loss/total' is not an identifier (letters, digits and _): give the loss another "
+                   "key, such as 'loss_total'"),
+    ("3", "loss name '3' is not an identifier (letters, digits and _): give the loss another key")])
+def test_a_loss_name_gradflow_cannot_use_says_why_and_what_would_do(step_file, key, says):
+    path, line_of = step_file(NESTED.replace('"aux": %s', f'"{key}": self.a(x).mean()'))
+    e = refused(path)
+    assert (e.line, e.message) == (line_of("def"), says)
+
+
 def test_a_forward_returning_an_empty_dict_says_it_returned_no_losses(step_file):
     path, line_of = step_file(NESTED.replace('{"aux": %s, "main": self.b(x).mean()}', "{}"))
     e = refused(path)

@@ -83,8 +83,14 @@ class Translator(Leaves, Rebinding):
         if not spec.context:
             raise self.step_error("module(*inputs) returned no losses: its dict must hold at least one scalar loss")
         for key, child in zip(spec.context, spec.children()):
-            if not isinstance(key, str) or not NAME.fullmatch(key) or "." in key or key in self.used:
-                raise self.step_error(f"loss name {key!r} is not an identifier that gradflow can use")
+            if not isinstance(key, str) or not NAME.fullmatch(key) or "." in key:
+                such = re.sub(r"\W+", "_", str(key)).strip("_")
+                such = f", such as {such!r}" if such and NAME.fullmatch(such) and not such[0].isdigit() else ""
+                raise self.step_error(f"loss name {key!r} is not an identifier (letters, digits and _): "
+                                      f"give the loss another key{such}")
+            if key in self.used:
+                raise self.step_error(f"loss name {key!r} is the name of one of gradflow's ops: give the loss "
+                                      f"another key, such as '{key}_loss'")
             if not child.is_leaf():   # a tuple or dict of tensors: its tensors would take the next names
                 what = "None" if child.type is type(None) else f"a {child.type.__name__}"
                 raise self.step_error(f"loss {key!r} is {what}, but each loss must be one scalar tensor: "
