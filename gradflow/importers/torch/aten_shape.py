@@ -1,7 +1,9 @@
-"""aten shape, indexing and conversion ops -> gradflow expressions (reshape, transpose, slices)."""
+"""aten shape, slicing and conversion ops -> gradflow expressions (reshape, transpose, slices); advanced
+indexing is in ``aten_index.py``."""
 
 from __future__ import annotations
 
+from gradflow.importers.torch.aten_index import INDEX_OPS
 from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, operand, shape_text, text
 
 
@@ -46,13 +48,6 @@ def slice_(c):
 
 def select(c):
     return c.args[0] + index_text(c.ndim(), c.args[1], str(c.args[2]))
-
-
-def index(c):
-    found = [(d, i) for d, i in enumerate(c.args[1]) if i is not None]
-    if len(found) != 1:
-        raise Unsupported("with more than one index tensor")
-    return f"take({c.args[0]}, {found[0][1]}, axis={found[0][0]})"
 
 
 def index_select(c):
@@ -143,7 +138,7 @@ SHAPE_OPS = {
     "copy": copy, "fill": fill(None), "zero": fill(0.0),
     **{op: convert for op in ("to", "_to_copy", "type_as")},
     "cat": concat("concat"), "concat": concat("concat"), "stack": concat("stack"),
-    "slice": slice_, "select": select, "index": index, "gather": gather,
-    "index_select": index_select,
+    "slice": slice_, "select": select, "gather": gather, "index_select": index_select,
     "split": split, "split_with_sizes": split, "chunk": chunk, "unbind": unbind,
+    **INDEX_OPS,
 }

@@ -95,7 +95,9 @@ def shape_of(value):
 
 
 def kind_of(value) -> str | None:
-    """"float", "int" or "bool": what a tensor node holds."""
+    """"float", "int" or "bool": what a tensor node holds (a tuple of them for a list: index's indices)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(kind_of(v) for v in value)
     val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor):
         return None

@@ -1,0 +1,169 @@
+"""Advanced indexing and writes through masks and indices, against PyTorch: q[torch.arange(B),
+actions], x[:, i, j], nq[dones.bool()] = 0, index_put with accumulate; values and gradients
+compared."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+import gradflow  # noqa: E402
+import numpy as np  # noqa: E402
+from gradflow.errors import ModelError  # noqa: E402
+from gradflow.importers.torch.target import load_step  # noqa: E402
+
+
+def same_values_as_torch(report, path: str, func: str) -> None:
+    """Each loss's value against the step run by torch in float64."""
+    step = load_step(path, func)
+    module = step.module.double()
+    with torch.no_grad():
+        losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
+    values = {loss.name: loss.value for loss in report.losses}
+    assert set(values) == set(losses)
+    for name, value in losses.items():
+        np.testing.assert_allclose(values[name], value.item(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def check(path: str, func: str, same_as_torch):
+    report = gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    same_values_as_torch(report, path, func)
+    same_as_torch(report, path, func)
+    return report
+
+
+# a weighted sum: every entry of t counts with its own weight, so a misplaced entry shows
+WEIGHTED = """
+def weighted(t):
+    return (t * torch.arange(1.0, t.numel() + 1).reshape(t.shape)).sum()
+
+"""
+
+SEVERAL_INDICES = WEIGHTED + """
+class Picks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 6)
+
+    def forward(self, x, actions, i, j, k, i3, i0, j0, k0):
+        q = self.lin(x)                                    # [6, 6]
+        q3 = q.reshape(2, 3, 6)
+        return {"dqn": weighted(q[torch.arange(6), actions]),
+                "repeated": weighted(q[actions, actions])
+                            + weighted(q[torch.tensor([1, 1, -5]), torch.tensor([2, 2, 2])]),
+                "spread": weighted(q[i, j]),               # [4] with [2, 1]: [2, 4]
+                "inner": weighted(q3[:, i3, j]),        # indexed axes adjacent: they stay in place
+                "apart": weighted(q3[k, :, j]),            # indexed axes apart: they go first
+                "three": weighted(q3[k, i3, j]) + weighted(q3[k, :, j][:, :, 1]),
+                "single": weighted(q[i0, j0]) + weighted(q3[k0, :, j0]) + weighted(q3[k0, i3, j0])}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Picks(), "inputs": (torch.randn(6, 4), torch.tensor([0, 5, 4, 4, -1, -6]),
+                                          torch.tensor([0, -1, 2, 2]), torch.tensor([[1], [-3]]),
+                                          torch.tensor([[1], [-2]]), torch.tensor([0, -1, 2, 2]),
+                                          torch.tensor([-2]), torch.tensor([3]), torch.tensor([-1]))}
+"""
+
+
+def test_import_indexing_with_several_index_tensors_gives_torch_values_and_gradients(step_file, same_as_torch):
+    """Repeated indices add up their gradients; negative ones count from the end; index shapes
+    broadcast; a constant index (arange) is one as any other."""
+    path, _ = step_file(SEVERAL_INDICES)
+    check(path, "step", same_as_torch)
+
+
+OUT_OF_RANGE = """
+class Picks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 6)
+
+    def forward(self, x, actions):
+        return {"loss": self.lin(x)[torch.arange(3), actions].sum()}   # @pick
+
+
+def step():
+    return {"module": Picks(), "inputs": (torch.randn(3, 4), torch.tensor([0, 1, {bad}]))}
+"""
+
+
+@pytest.mark.parametrize("bad", [6, -7])
+def test_import_index_out_of_range_is_an_error_at_its_line(step_file, bad):
+    """torch raises for an index outside -size..size-1: so does gradflow, where a wrapped or
+    joined index would read another entry."""
+    path, line_of = step_file(OUT_OF_RANGE.replace("{bad}", str(bad)))
+    with pytest.raises(ModelError, match="out of range") as e:
+        gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert e.value.line == line_of("pick")
+
+
+MASK_WRITES = WEIGHTED + """
+class Writes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 5)
+        self.v = nn.Parameter(torch.tensor([0.5, -1.0, 2.0, 3.0, 1.5]))
+
+    def forward(self, x, dones, flags, i, j):
+        q = self.lin(x)                                    # [6, 5]
+        nq = q.clone()
+        nq[dones.bool()] = 0                               # the DQN target's terminal rows
+        every, none = q.clone(), q.clone()
+        every[torch.ones(6, dtype=torch.bool)] = 2.0
+        none[torch.zeros(6, dtype=torch.bool)] = 2.0
+        rows, cols, grid = q.clone(), q.clone(), q.clone()
+        rows[dones > 0] = self.v                           # a row of values, broadcast over the masked rows
+        cols[:, flags] = self.v[:2].sum()                  # a mask of a later axis
+        grid[q > 0.2] = -self.v[0]                         # a mask of every axis
+        added = q.index_put((i,), self.v * 3, accumulate=True)     # repeated and negative indices add up
+        pairs = q.clone().index_put_((i, j), self.v[:4].reshape(1, 4) ** 2, accumulate=True)
+        return {"terminal": weighted(nq), "every": weighted(every), "none": weighted(none),
+                "rows": weighted(rows), "cols": weighted(cols), "grid": weighted(grid),
+                "added": weighted(added), "pairs": weighted(pairs),
+                "functional": weighted(q.index_put((dones.bool(),), torch.tensor(7.0)))}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Writes(), "inputs": (torch.randn(6, 4), torch.tensor([0., 1, 0, 1, 1, 0]),
+                                           torch.tensor([True, False, True, True, False]),
+                                           torch.tensor([2, 2, -1, 0]), torch.tensor([[1], [-5]]))}
+"""
+
+
+def test_import_writes_through_a_mask_or_accumulated_indices_give_torch_values_and_gradients(step_file,
+                                                                                                   same_as_torch):
+    """x[mask] = v is where(mask, v, x), masks all true and all false too; index_put with
+    accumulate=True adds each value at its (repeated, negative) index; the written values get
+    torch's gradient."""
+    path, _ = step_file(MASK_WRITES)
+    check(path, "step", same_as_torch)
+
+
+INDEX_WRITE = """
+class Writes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 5)
+
+    def forward(self, x, i):
+        q = self.lin(x).clone()
+        q[i] = 0.0   # @write
+        return {"loss": q.sum()}
+
+
+def step():
+    return {"module": Writes(), "inputs": (torch.randn(6, 4), torch.tensor([1, 1, 3]))}
+"""
+
+
+def test_import_write_through_integer_indices_is_refused_at_its_line(step_file):
+    """Which of repeated indices wins is undefined in torch: refused, with what to do instead."""
+    path, line_of = step_file(INDEX_WRITE)
+    with pytest.raises(ModelError, match="without accumulate=True") as e:
+        gradflow.load(f"{path}:step")
+    assert e.value.line == line_of("write")
