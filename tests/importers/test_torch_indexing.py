@@ -1,6 +1,6 @@
-"""Advanced indexing and writes through masks and indices, against PyTorch: q[torch.arange(B),
-actions], x[:, i, j], nq[dones.bool()] = 0, index_put with accumulate; values and gradients
-compared."""
+"""Advanced indexing, writes through masks and indices, and ops that lay a tensor out anew, against
+PyTorch: q[torch.arange(B), actions], x[:, i, j], nq[dones.bool()] = 0, index_put with
+accumulate, F.pad, flip, roll, repeat, tril...; values and gradients compared."""
 
 from __future__ import annotations
 
@@ -167,3 +167,53 @@ def test_import_write_through_integer_indices_is_refused_at_its_line(step_file):
     with pytest.raises(ModelError, match="without accumulate=True") as e:
         gradflow.load(f"{path}:step")
     assert e.value.line == line_of("write")
+
+
+LAYOUTS = WEIGHTED + """
+class Layouts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 6)
+
+    def forward(self, x, idx):
+        q = self.lin(x)                                    # [5, 6]
+        q3 = q.reshape(5, 2, 3)
+        return {"padded": weighted(F.pad(q, (1, 2))) + weighted(F.pad(q3, (1, 0, -1, 1, 0, 2), value=3.0))
+                          + weighted(F.pad(q, (0, 0))) + weighted(F.pad(q, (0, 0, -2, 0)))
+                          + weighted(F.pad(q, (-1, -2, 1, -1), value=-0.5)),
+                "modes": weighted(F.pad(q3, (2, 1), mode="reflect")) + weighted(F.pad(q3, (1, 2), mode="replicate"))
+                         + weighted(F.pad(q3, (1, 2), mode="circular")),
+                "flipped": weighted(torch.flip(q, [0, 1])) + weighted(torch.flip(q3, [-1])),
+                "rolled": weighted(torch.roll(q, 2, 1)) + weighted(torch.roll(q, (1, -1), (0, 1)))
+                          + weighted(torch.roll(q, 3)) + weighted(torch.roll(q, 6, 1)),
+                "repeats": weighted(q.repeat(2, 1, 3)) + weighted(torch.tile(q, (2,)))
+                           + weighted(torch.tile(q3, (2, 1))),
+                "interleave": weighted(q.repeat_interleave(2, dim=1)) + weighted(q.repeat_interleave(3)),
+                "moved": weighted(torch.movedim(q3, 0, 2)) + weighted(torch.movedim(q3, (0, 1), (2, 0)))
+                         + weighted(q.narrow(1, 1, 3)) + weighted(q.narrow(0, -2, 2)),
+                "made": weighted(q + q.new_zeros(5, 6)) + weighted(q * q.new_ones(6))
+                        + weighted(q * q.new_full((5, 1), 7.0)),
+                "diagonal": weighted(torch.diag(q[0])) + weighted(torch.diag(q[:, :5])) + weighted(torch.diag(q, 1))
+                            + weighted(torch.diag(q, -2)) + weighted(torch.diag(q[1], -2))
+                            + weighted(torch.diag(q[2], 3)),
+                "triangle": weighted(torch.tril(q)) + weighted(torch.triu(q, -1)) + weighted(torch.tril(q3, 1))
+                            + weighted(torch.triu(q, 2)) + weighted(torch.tril(q, -9)) + weighted(torch.triu(q, -9)),
+                "embedded": weighted(torch.diag_embed(q)) + weighted(torch.diag_embed(q3, 1))
+                            + weighted(torch.diag_embed(q, -2)),
+                "outer": weighted(torch.outer(q[0], q[1])),
+                "along": weighted(torch.take_along_dim(q, idx[:, None], 1)) + weighted(torch.take_along_dim(q, idx)),
+                "pieces": sum(weighted(t) * k for k, t in enumerate(torch.tensor_split(q, 4, dim=1)))
+                          + sum(weighted(t) * k for k, t in enumerate(torch.tensor_split(q, [1, -2], dim=0)))}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Layouts(), "inputs": (torch.randn(5, 4), torch.tensor([0, 5, 5, 2, 1]))}
+"""
+
+
+def test_import_pad_flip_roll_repeat_and_triangles_give_torch_values_and_gradients(step_file, same_as_torch):
+    """Padding of zero width and negative (cropping) width, every pad mode, rolls by a whole
+    turn, diagonals above and below, triangles that keep all or nothing."""
+    path, _ = step_file(LAYOUTS)
+    check(path, "step", same_as_torch)

@@ -1,9 +1,10 @@
 """aten shape, slicing and conversion ops -> gradflow expressions (reshape, transpose, slices); advanced
-indexing is in ``aten_index.py``."""
+indexing is in ``aten_index.py``, ops that lay a tensor out anew (pad, roll, tril) in ``aten_layout.py``."""
 
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_index import INDEX_OPS
+from gradflow.importers.torch.aten_layout import LAYOUT_OPS
 from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, operand, shape_text, text
 
 
@@ -82,6 +83,20 @@ def chunk(c):
     return pieces(c, [min(size, total - s) for s in range(0, total, size)], dim)
 
 
+def tensor_split(c):
+    """torch.tensor_split: n pieces, the first ones one longer; or cut before each index (an empty
+    piece where an index is not past the one before)."""
+    dim = c.arg(2, "dim", 0) % c.ndim()
+    total = c.shapes[0][dim]
+    if c.overload == "sections":
+        q, r = divmod(total, c.args[1])
+        return pieces(c, [q + 1] * r + [q] * (c.args[1] - r), dim)
+    if c.overload != "indices":
+        raise Unsupported("with a tensor of indices")
+    cuts = [0] + [min(max(i + total if i < 0 else i, 0), total) for i in c.args[1]] + [total]
+    return Parts([c.args[0] + index_text(c.ndim(), dim, f"{a}:{max(a, b)}") for a, b in zip(cuts, cuts[1:])])
+
+
 def unbind(c):
     dim = c.arg(1, "dim", 0) % c.ndim()
     return Parts([c.args[0] + index_text(c.ndim(), dim, str(i)) for i in range(c.shapes[0][dim])])
@@ -140,5 +155,6 @@ SHAPE_OPS = {
     "cat": concat("concat"), "concat": concat("concat"), "stack": concat("stack"),
     "slice": slice_, "select": select, "gather": gather, "index_select": index_select,
     "split": split, "split_with_sizes": split, "chunk": chunk, "unbind": unbind,
-    **INDEX_OPS,
+    "tensor_split": tensor_split,
+    **INDEX_OPS, **LAYOUT_OPS,
 }
