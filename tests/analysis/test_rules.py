@@ -138,6 +138,21 @@ losses: [loss, big]
     assert messages == ["loss: the loss is NaN", "big: the loss is +inf"]   # as 'big: the gradient of w ...'
 
 
+def test_gf110_leaves_alone_a_metric_declared_with_an_empty_wrt_and_gf104_still_watches_it(write_model):
+    text = HEAD + """
+graph:
+  loss: sum(w * v)
+  metric: sum(stop_gradient(w * v))
+  leaky: sum(w * 2)
+losses:
+  loss: {wrt: [w, v]}
+  metric: {wrt: []}
+  leaky: {wrt: []}
+"""
+    assert rules_of(write_model, text) == [("GF104", "warning", "w")]
+    assert ("GF110", "error", None) in rules_of(write_model, text.replace("metric: {wrt: []}", "metric: {wrt: [v]}"))
+
+
 def test_gf107_zero_gradient_warns(write_model):
     found = rules_of(write_model, HEAD + """
 graph:
