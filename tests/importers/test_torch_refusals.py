@@ -66,6 +66,16 @@ def test_a_loss_name_gradflow_cannot_use_says_why_and_what_would_do(step_file, k
     assert (e.line, e.message) == (line_of("def"), says)
 
 
+@pytest.mark.parametrize("inputs, says", [
+    ('{"x": torch.randn(3, 4)}', "step() returned 'inputs' as a dict: gradflow calls module(*inputs), so return "
+                                 "the tensors as a tuple in the order forward takes them"),
+    ("(torch.randn(3, 4), 2.0)", "step() returned 'inputs' that are not a tuple of tensors")])
+def test_inputs_that_are_not_a_tuple_of_tensors_are_refused_at_the_def_line(step_file, inputs, says):
+    path, line_of = step_file(NESTED.replace("(torch.randn(3, 4),)", inputs))
+    e = refused(path)
+    assert (e.line, e.message) == (line_of("def"), says)
+
+
 def test_a_forward_returning_an_empty_dict_says_it_returned_no_losses(step_file):
     path, line_of = step_file(NESTED.replace('{"aux": %s, "main": self.b(x).mean()}', "{}"))
     e = refused(path)

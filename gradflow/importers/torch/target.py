@@ -137,6 +137,9 @@ def check_returned(value, func: str, source: Source) -> Step:
     if not isinstance(module, torch.nn.Module):
         raise fail(f"returned a 'module' that is not a torch.nn.Module but {type(module).__name__}")
     inputs = (inputs,) if isinstance(inputs, torch.Tensor) else inputs
+    if isinstance(inputs, dict):
+        raise fail("returned 'inputs' as a dict: gradflow calls module(*inputs), so return the tensors as a "
+                   "tuple in the order forward takes them")
     if not isinstance(inputs, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise fail("returned 'inputs' that are not a tuple of tensors")
     for name, t in [*module.named_parameters(), *module.named_buffers()]:
