@@ -71,7 +71,7 @@ def test_a_loss_name_gradflow_cannot_use_says_why_and_what_would_do(step_file, k
                                  "the tensors as a tuple in the order forward takes them"),
     ("(torch.randn(3, 4), 2.0)", "step() returned 'inputs' that are not a tuple of tensors")])
 def test_inputs_that_are_not_a_tuple_of_tensors_are_refused_at_the_def_line(step_file, inputs, says):
-    path, line_of = step_file(NESTED.replace("(torch.randn(3, 4),)", inputs))
+    path, line_of = step_file((NESTED % "self.a(x).mean()").replace("(torch.randn(3, 4),)", inputs))
     e = refused(path)
     assert (e.line, e.message) == (line_of("def"), says)
 
