@@ -7,6 +7,7 @@ whole table ``OPS`` from its shape and neural-network parts.
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_nn import NN_OPS, xlogy
+from gradflow.importers.torch.aten_rnn import RNN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
 
@@ -352,3 +353,4 @@ OPS = {
     **SHAPE_OPS,
     **NN_OPS,
 }
+    **RNN_OPS,

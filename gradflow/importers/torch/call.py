@@ -3,8 +3,10 @@
 A handler gets a ``Call`` (the node's arguments as expression text or Python
 values, its output shape) and returns the expression, an ``Alias`` (the node is
 another name: clone, contiguous) or a ``Parts`` (one expression per output, for
-split and max). ``Unsupported`` says why an op, or one use of it, has no exact
-gradflow equivalent; the importer turns it into an error at the user's line.
+split and max). A value read several times (an unrolled recurrent layer's state)
+a handler writes as a graph line of its own with ``c.line``, which gives its name.
+``Unsupported`` says why an op, or one use of it, has no exact gradflow
+equivalent; the importer turns it into an error at the user's line.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Call:
     overload: str
     kinds: dict = None               # argument position or keyword -> "float", "int", "bool" or None
     kind: str = "float"              # the output's kind
+    line: object = None              # (expr, suffix) -> name of a new graph line <node>_<suffix> at the call's place
 
     def arg(self, i: int, name: str, default=None):
         if i < len(self.args):

@@ -185,7 +185,8 @@ class Translator(Leaves, Rebinding):
         kwargs = {k: self.argument(v, node) for k, v in node.kwargs.items()}
         shapes = [shape_of(a) for a in node.args]
         kinds = {**dict(enumerate(map(kind_of, node.args))), **{k: kind_of(v) for k, v in node.kwargs.items()}}
-        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node))
+        return Call(args, kwargs, shape_of(node) or (), shapes, node.target._overloadname, kinds, kind_of(node),
+                    lambda expr, suffix: self.emit(node, expr, f"{node.name}_{suffix}"))
 
     def argument(self, value, user):
         if isinstance(value, torch.fx.Node):
