@@ -352,5 +352,5 @@ OPS = {
     "multinomial": lambda c: f"multinomial({c.args[0]}, {c.args[1]}, replacement={bool(c.arg(2, 'replacement'))})",
     **SHAPE_OPS,
     **NN_OPS,
-}
     **RNN_OPS,
+}
