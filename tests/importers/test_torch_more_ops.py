@@ -222,6 +222,7 @@ class Activations(nn.Module):
         super().__init__()
         self.z = nn.Parameter(torch.tensor({CORNERS}))
         self.edges = nn.Parameter(torch.tensor([-3.5, -3.0, -1.0, 0.0, 1.0, 3.0, 3.5]))
+        self.deep = nn.Parameter(torch.tensor([-40.0, -50.0, -700.0], dtype=torch.float64))
         self.conv = nn.Conv2d(1, 4, 1)
         self.channels = nn.PReLU(4)
         self.single = nn.PReLU()
@@ -234,6 +235,9 @@ class Activations(nn.Module):
                 "mish": (F.mish(z) * n).sum(),
                 "selu": (F.selu(z) * n).sum() + (F.selu(e) * k).sum(),
                 "celu": (F.celu(z) * n).sum() + (F.celu(e, alpha=2.0) * k).sum() + F.celu(h, 0.5).sum(),
+                "far_below_selu": F.selu(self.deep).sum(),
+                "far_below_celu": F.celu(self.deep, 0.5).sum() + F.celu(self.deep[:2]).sum(),
+                "far_below_expm1": torch.expm1(self.deep).sum(),
                 "hardswish": (F.hardswish(e) * k).sum() + (F.hardswish(z) * n).sum() + nn.Hardswish()(h).sum(),
                 "hardsigmoid": (F.hardsigmoid(e) * k).sum() + (F.hardsigmoid(z) * n).sum(),
                 "glu": (F.glu(h, 1) * torch.arange(24.0).reshape(2, 2, 3, 2)).sum()
@@ -256,6 +260,11 @@ def test_import_activations_give_torch_values_and_gradients_at_their_edges(step_
     # hardsigmoid's 0 at both
     k = np.arange(1.0, 8.0)
     np.testing.assert_allclose(report.grad("edges", "hardswish"), k * [0, 0, 1 / 6, 0.5, 5 / 6, 1, 1])
+    # far below 0, selu's and celu's gradients are tiny but there, as torch's e ** x; expm1's is
+    # torch's result + 1, which is 0 there
+    for loss in ("far_below_selu", "far_below_celu"):
+        assert report.status("deep", loss) == "flows" and report.grad("deep", loss)[0] > 0
+    assert report.status("deep", "far_below_expm1") == "zero"
     np.testing.assert_allclose(report.grad("edges", "hardsigmoid"), k * [0, 0, 1 / 6, 1 / 6, 1 / 6, 0, 0])
 
 

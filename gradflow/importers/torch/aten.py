@@ -142,12 +142,32 @@ def softplus(c):
 LN2 = 0.6931471805599453
 
 
-def expm1(c):
-    """e ** x - 1, near 0 (|x| <= 1) as tanh(x / 2) (e ** x + 1), which does not cancel; that branch
-    reads x clipped to [-1, 1], so a large x gives it no inf * 0 in the gradient."""
-    x = c.args[0]
+def expm1_of(x: str) -> str:
+    """e ** x - 1 whose gradient is e ** x to the last digits: near 0 (|x| <= 1) as tanh(x / 2)
+    (e ** x + 1), which does not cancel, reading x clipped to [-1, 1] so that a large x gives
+    that branch no inf * 0 in its gradient; elsewhere e ** x - 1."""
     u = f"clip({x}, -1.0, 1.0)"
     return f"where(less_equal(abs({x}), 1.0), tanh({u} * 0.5) * (exp({u}) + 1), exp({x}) - 1)"
+
+
+def expm1(c):
+    """torch's gradient is its result + 1, which for x <= 0 is elu's rule: it loses e ** x
+    against 1, to 0 below about -37."""
+    x = c.args[0]
+    return f"where(greater({x}, 0), {expm1_of(x)}, elu({x}))"
+
+
+def negative_elu(x: str, alpha, scale=1.0, inside=1.0) -> str:
+    """torch's elu family (selu, celu): scale x above 0, else scale alpha (e ** (x inside) - 1),
+    whose gradient keeps e ** (x inside) far below 0, as torch's elu_backward does (gradflow's elu
+    rule, its result + alpha, loses it below about -37); the negative branch reads x clipped at
+    0, so a large x gives it no inf * 0."""
+    v = f"clip({x}, None, 0.0)" if inside == 1 else f"clip({x}, None, 0.0) * {inside!r}"
+    expr = f"where(greater({x}, 0), {x}, {expm1_of(v)} * {alpha!r})"
+    return expr if scale == 1 else f"{expr} * {scale!r}"
+
+
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
 
 def halves(x: str, sign: str) -> str:
@@ -312,6 +332,8 @@ OPS = {
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
     "reciprocal": lambda c: f"1 / {c.args[0]}",
     "gelu": gelu, "softplus": softplus,
+    "selu": lambda c: negative_elu(c.args[0], SELU_ALPHA, SELU_SCALE),
+    "celu": lambda c: negative_elu(c.args[0], c.arg(1, "alpha", 1.0), 1.0, 1 / c.arg(1, "alpha", 1.0)),
     "expm1": expm1, "sinh": sinh, "cosh": cosh, "logaddexp": logaddexp, "nan_to_num": nan_to_num,
     "log2": lambda c: f"log({c.args[0]}) * 1.4426950408889634",   # 1 / ln 2
     "log10": lambda c: f"log({c.args[0]}) * 0.4342944819032518",  # 1 / ln 10

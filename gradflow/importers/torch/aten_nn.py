@@ -182,14 +182,6 @@ def group_norm(c):
     return affine(f"reshape({normalized(grouped, 2, eps)}, {shape_text(shape)})", w, b, s)
 
 
-SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
-
-
-def celu(c):
-    alpha = c.arg(1, "alpha", 1.0)
-    return f"elu({c.args[0]})" if alpha == 1 else f"elu({c.args[0]} / {alpha!r}) * {alpha!r}"
-
-
 def hardswish(c):
     """x (clip(x, -3, 3) + 3) / 6 with hardtanh as the clip: its gradient stops at -3 and 3, so
     the slope there is torch's, 0 and 1."""
@@ -301,8 +293,7 @@ NN_OPS = {
     "huber_loss": huber, "smooth_l1_loss": smooth_l1, "kl_div": kl_div,
     "log_sigmoid": lambda c: f"-softplus(-{c.args[0]})",
     "mish": lambda c: f"{c.args[0]} * tanh(softplus({c.args[0]}))",
-    "selu": lambda c: f"elu({c.args[0]}, alpha={SELU_ALPHA!r}) * {SELU_SCALE!r}",
-    "celu": celu, "hardswish": hardswish,
+    "hardswish": hardswish,
     "hardsigmoid": lambda c: f"hardtanh({c.args[0]}, lo=-3.0, hi=3.0) / 6 + 0.5",   # no gradient at +-3, as torch's
     "glu": glu, "prelu": prelu,
 }
