@@ -1,7 +1,7 @@
 """More ops against PyTorch: smooth_l1 and huber losses, kl_div, logsigmoid, expm1, log2, exp2,
-log10, sinh, cosh, logaddexp, xlogy, nan_to_num and the activations mish, selu, celu, hardswish,
-hardsigmoid, glu, softsign and prelu; values and gradients compared at their kinks, edges, zeros
-and large or infinite inputs."""
+log10, sinh, cosh, logaddexp, xlogy (and torch.special's names), nan_to_num and the activations
+mish, selu, celu, hardswish, hardsigmoid, glu, softsign and prelu; values and gradients compared
+at their kinks, edges, zeros and large or infinite inputs."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ class Math(nn.Module):
         n = torch.arange(1.0, 16.0)
         m = torch.tensor([1.0, 1e9, 1.0, 1e6, 1.0])   # weights that make the tiny gradients count
         return {{"expm1": (torch.expm1(z.clamp(max=700)) * n).sum(),
-                "expm1_small": (torch.expm1(s) * m).sum(),
+                "expm1_small": (torch.expm1(s) * m).sum() + torch.special.expm1(s).sum(),
                 "sinh": (torch.sinh(z[2:-2]) * n[2:-2]).sum(),
                 "sinh_small": (torch.sinh(s) * m).sum(),
                 "cosh": (torch.cosh(z[2:-2]) * n[2:-2]).sum(),
@@ -142,7 +142,7 @@ class Math(nn.Module):
                 "far": torch.sinh(z[-3:]).sum() + torch.cosh(z[:2]).sum() + torch.expm1(z[-2:]).sum(),
                 "log2": (torch.log2(pos) * torch.arange(7.0)).sum(),
                 "log10": (torch.log10(pos) * torch.arange(7.0)).sum(),
-                "exp2": (torch.exp2(z) * n).sum() + torch.exp2(s).sum(),
+                "exp2": (torch.exp2(z) * n).sum() + torch.exp2(s).sum() + torch.special.exp2(s).sum(),
                 "logaddexp": (torch.logaddexp(a, b) * torch.arange(1.0, 9.0)).sum()
                              + torch.logaddexp(a[:, None], b).sum() + torch.logaddexp(z, z).sum()
                              + torch.exp(-torch.logaddexp(x, x).abs()).sum()}}   # x: -inf and inf
@@ -173,7 +173,8 @@ class Entropy(nn.Module):
         p = torch.softmax(self.y[:3], 0) * torch.tensor([1.0, 0.0, 1.0])
         return {"xlogy": (torch.xlogy(x, y) * n).sum(),
                 "scalars": torch.xlogy(2.0, y[4:]).sum() + (torch.xlogy(x, 3.0) + torch.xlogy(0.0, y)).sum()
-                           + torch.xlogy(edge[:2], edge[2:]).sum(),     # 0 against inf and -inf: 0
+                           + torch.xlogy(edge[:2], edge[2:]).sum()      # 0 against inf and -inf: 0
+                           + (torch.special.xlogy(x, y) * n).sum() + torch.special.xlogy(x, 0.5).sum(),
                 "entropy": -torch.xlogy(p, p).sum(),
                 "poles": torch.xlogy(x[6:] * poles[:2], y[:2] * poles[2:4]).sum()}   # x > 0 against y == 0: -inf
 

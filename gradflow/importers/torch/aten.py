@@ -200,6 +200,14 @@ def logaddexp(c):
     return f"maximum({a}, {b}) + softplus(-abs(where(equal({a}, {b}), 0.0, {a} - {b})))"
 
 
+def exp2(c):
+    return f"2.0 ** {c.args[0]}"
+
+
+def x_log_y(c):
+    return xlogy(operand(c.args[0]), operand(c.args[1]))
+
+
 def nan_to_num(c):
     """NaN, inf and -inf replaced (by default 0 and float64's largest finite numbers: the import is in
     float64); no gradient where x is not finite, as torch's."""
@@ -337,8 +345,8 @@ OPS = {
     "expm1": expm1, "sinh": sinh, "cosh": cosh, "logaddexp": logaddexp, "nan_to_num": nan_to_num,
     "log2": lambda c: f"log({c.args[0]}) * 1.4426950408889634",   # 1 / ln 2
     "log10": lambda c: f"log({c.args[0]}) * 0.4342944819032518",  # 1 / ln 10
-    "exp2": lambda c: f"2.0 ** {c.args[0]}",
-    "xlogy": lambda c: xlogy(operand(c.args[0]), operand(c.args[1])),
+    "exp2": exp2, "xlogy": x_log_y,
+    "special_expm1": expm1, "special_exp2": exp2, "special_xlogy": x_log_y,   # torch.special's names
     "leaky_relu": lambda c: f"leaky_relu({c.args[0]}, slope={c.arg(1, 'negative_slope', 0.01)!r})",
     "elu": lambda c: f"elu({c.args[0]}, alpha={c.arg(1, 'alpha', 1.0)!r})",
     "hardtanh": lambda c: f"hardtanh({c.args[0]}, lo={c.arg(1, 'min_val', -1.0)!r}, hi={c.arg(2, 'max_val', 1.0)!r})",
