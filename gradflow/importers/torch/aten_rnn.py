@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from gradflow.importers.torch.call import Alias, Parts, Unsupported
 
-GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+KINDS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 
 
 def affine(x: str, w: str, b) -> str:
@@ -38,8 +38,8 @@ def step(c, kind: str, x: str, state: tuple, weights: tuple, size: int, prefix: 
         new = line(f"sigmoid({f}) * {state[1]} + sigmoid({i}) * tanh({z})", "c")
         return line(f"sigmoid({o}) * tanh({new})", "h"), new
     if kind == "gru":
-        (ri, zi, ni), (rh, zh, nh) = gates(line(affine(x, w_ih, b_ih), "gi"), 3, size), \
-            gates(line(affine(h, w_hh, b_hh), "gh"), 3, size)
+        gi, gh = line(affine(x, w_ih, b_ih), "gi"), line(affine(h, w_hh, b_hh), "gh")
+        (ri, zi, ni), (rh, zh, nh) = gates(gi, 3, size), gates(gh, 3, size)
         n = line(f"tanh({ni} + sigmoid({ri} + {rh}) * {nh})", "n")
         return (line(f"({h} - {n}) * sigmoid({zi} + {zh}) + {n}", "h"),)   # aten's form of (1 - z) n + z h
     act = "tanh" if kind == "rnn_tanh" else "relu"
@@ -110,6 +110,6 @@ def run(c, kind: str, inputs: list, state: tuple, weights: tuple, size: int, pre
 
 
 RNN_OPS = {
-    **{kind: layers(kind) for kind in GATES},
-    **{f"{kind}_cell": cell(kind) for kind in GATES},
+    **{kind: layers(kind) for kind in KINDS},
+    **{f"{kind}_cell": cell(kind) for kind in KINDS},
 }
