@@ -240,7 +240,9 @@ defop("relu", forward=lambda x: np.maximum(x, 0), vjps=(lambda g, ans, x: np.whe
 defop("leaky_relu", forward=lambda x, slope=0.01: np.where(x > 0, x, x * slope),
       vjps=(lambda g, ans, x, slope=0.01: np.where(x > 0, g, g * slope),),
       doc="x if x > 0 else slope * x", attrs={"slope": 0.01}, **_EW)
-defop("elu", forward=elu, vjps=(lambda g, ans, x, alpha=1.0: np.where(x <= 0, g * (ans + alpha), g),),
+# torch's alpha e ** x below 0, not result + alpha: that rounds to 0 below about -37, where torch's is not
+defop("elu", forward=elu,
+      vjps=(lambda g, ans, x, alpha=1.0: np.where(x <= 0, g * (alpha * np.exp(np.minimum(x, 0))), g),),
       doc="x if x > 0 else alpha * (e ** x - 1)", attrs={"alpha": 1.0}, **_EW)
 defop("gelu", forward=lambda x, approximate="tanh": gelu(x) if approximate == "tanh" else gelu_exact(x),
       vjps=(lambda g, ans, x, approximate="tanh":

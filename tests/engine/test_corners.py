@@ -62,6 +62,8 @@ CORNERS = {
                               {"slope": 0.0}, [INF, INF, INF]),
     "elu-inf": ("elu", lambda x, alpha: F.elu(x, alpha), [[-1000.0, -1.0, 0.0, 2.0]], {"alpha": 1.0},
                 [INF, INF, INF, INF]),
+    "elu-far-below-zero": ("elu", lambda x, alpha: F.elu(x, alpha), [[-50.0, -38.0, -1.0]], {"alpha": 0.5},
+                           [1.0, 1.0, 1.0]),   # alpha e ** x: tiny, not the 0 that result + alpha rounds to
     "abs-inf-at-zero": ("abs", torch.abs, [[-1.0, 0.0, 2.0]], {}, [INF, INF, INF]),
     "clip-edges-inf": ("clip", clamp, [[-1.0, 0.0, 0.5, 1.0, 2.0]], {"lo": 0.0, "hi": 1.0},
                        [INF, INF, INF, INF, INF]),
