@@ -6,7 +6,8 @@ whole table ``OPS`` from its shape and neural-network parts.
 
 from __future__ import annotations
 
-from gradflow.importers.torch.aten_nn import NN_OPS, xlogy
+from gradflow.importers.torch.aten_math import MATH_OPS
+from gradflow.importers.torch.aten_nn import NN_OPS
 from gradflow.importers.torch.aten_rnn import RNN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
@@ -139,85 +140,6 @@ def softplus(c):
     return f"softplus({c.args[0]} * {text(beta)}) / {text(beta)}"
 
 
-LN2 = 0.6931471805599453
-
-
-def expm1_of(x: str) -> str:
-    """e ** x - 1 whose gradient is e ** x to the last digits: near 0 (|x| <= 1) as tanh(x / 2)
-    (e ** x + 1), which does not cancel, reading x clipped to [-1, 1] so that a large x gives
-    that branch no inf * 0 in its gradient; elsewhere e ** x - 1."""
-    u = f"clip({x}, -1.0, 1.0)"
-    return f"where(less_equal(abs({x}), 1.0), tanh({u} * 0.5) * (exp({u}) + 1), exp({x}) - 1)"
-
-
-def expm1(c):
-    """e ** x - 1, with e ** x as its gradient: torch's, its result + 1, loses e ** x against 1
-    far below 0 (a relative error of 1e-3 at -30, exactly 0 below about -37.4)."""
-    x = c.args[0]
-    return f"where(greater({x}, 0), {expm1_of(x)}, elu({x}))"
-
-
-def negative_elu(x: str, alpha, scale=1.0, inside=1.0) -> str:
-    """torch's elu family (selu, celu): scale x above 0, else scale alpha (e ** (x inside) - 1),
-    whose gradient keeps e ** (x inside) far below 0, as torch's elu_backward does (gradflow's elu
-    rule, its result + alpha, loses it below about -37); the negative branch reads x clipped at
-    0, so a large x gives it no inf * 0."""
-    v = f"clip({x}, None, 0.0)" if inside == 1 else f"clip({x}, None, 0.0) * {inside!r}"
-    expr = f"where(greater({x}, 0), {x}, {expm1_of(v)} * {alpha!r})"
-    return expr if scale == 1 else f"{expr} * {scale!r}"
-
-
-SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
-
-
-def halves(x: str, sign: str) -> str:
-    """e ** x / 2 +- e ** -x / 2, each half taken in the exponent: sinh(710) is finite, as torch's."""
-    return f"exp({x} - {LN2!r}) {sign} exp(-{x} - {LN2!r})"
-
-
-def sinh_near(u: str) -> str:
-    """sinh(u) = tanh(u / 2) (1 + cosh(u)) for small u: no cancellation in it or its gradient."""
-    return f"tanh({u} * 0.5) * (1 + {halves(u, '+')})"
-
-
-def sinh(c):
-    x = c.args[0]
-    return f"where(less_equal(abs({x}), 1.0), {sinh_near(f'clip({x}, -1.0, 1.0)')}, {halves(x, '-')})"
-
-
-def cosh(c):
-    """1 + 2 sinh(x / 2) ** 2 near 0, whose gradient, sinh(x), keeps its precision there."""
-    x = c.args[0]
-    near = f"1 + 2 * square({sinh_near(f'clip({x}, -1.0, 1.0) * 0.5')})"
-    return f"where(less_equal(abs({x}), 1.0), {near}, {halves(x, '+')})"
-
-
-def logaddexp(c):
-    """max(a, b) + log(1 + e ** -|a - b|), |a - b| read as 0 on a tie so that two equal infinities
-    give that infinity, as torch; a tie passes half the gradient to each side, as torch's, but an
-    infinite one too, where torch's is NaN."""
-    a, b = text(c.args[0]), text(c.args[1])
-    return f"maximum({a}, {b}) + softplus(-abs(where(equal({a}, {b}), 0.0, {a} - {b})))"
-
-
-def exp2(c):
-    return f"2.0 ** {c.args[0]}"
-
-
-def x_log_y(c):
-    return xlogy(operand(c.args[0]), operand(c.args[1]))
-
-
-def nan_to_num(c):
-    """NaN, inf and -inf replaced (by default 0 and float64's largest finite numbers: the import is in
-    float64); no gradient where x is not finite, as torch's."""
-    x, big = c.args[0], 1.7976931348623157e308
-    nan, pos, neg = c.arg(1, "nan", 0.0), c.arg(2, "posinf"), c.arg(3, "neginf")
-    pos, neg, inf = big if pos is None else pos, -big if neg is None else neg, operand(float("inf"))
-    return (f"where(not_equal({x}, {x}), {text(0.0 if nan is None else nan)}, where(equal({x}, {inf}), "
-            f"{operand(pos)}, where(equal({x}, -{inf}), {operand(neg)}, {x})))")
-
-
 def max_dim(op, arg, elementwise):
     def handler(c):
         if c.overload == "other":   # torch.max(a, b): elementwise, as torch.maximum
@@ -340,13 +262,6 @@ OPS = {
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
     "reciprocal": lambda c: f"1 / {c.args[0]}",
     "gelu": gelu, "softplus": softplus,
-    "selu": lambda c: negative_elu(c.args[0], SELU_ALPHA, SELU_SCALE),
-    "celu": lambda c: negative_elu(c.args[0], c.arg(1, "alpha", 1.0), 1.0, 1 / c.arg(1, "alpha", 1.0)),
-    "expm1": expm1, "sinh": sinh, "cosh": cosh, "logaddexp": logaddexp, "nan_to_num": nan_to_num,
-    "log2": lambda c: f"log({c.args[0]}) * 1.4426950408889634",   # 1 / ln 2
-    "log10": lambda c: f"log({c.args[0]}) * 0.4342944819032518",  # 1 / ln 10
-    "exp2": exp2, "xlogy": x_log_y,
-    "special_expm1": expm1, "special_exp2": exp2, "special_xlogy": x_log_y,   # torch.special's names
     "leaky_relu": lambda c: f"leaky_relu({c.args[0]}, slope={c.arg(1, 'negative_slope', 0.01)!r})",
     "elu": lambda c: f"elu({c.args[0]}, alpha={c.arg(1, 'alpha', 1.0)!r})",
     "hardtanh": lambda c: f"hardtanh({c.args[0]}, lo={c.arg(1, 'min_val', -1.0)!r}, hi={c.arg(2, 'max_val', 1.0)!r})",
@@ -380,6 +295,7 @@ OPS = {
     "one_hot": lambda c: f"one_hot({c.args[0]}, {c.args[1]})",
     "bernoulli": bernoulli, "normal": normal,
     "multinomial": lambda c: f"multinomial({c.args[0]}, {c.args[1]}, replacement={bool(c.arg(2, 'replacement'))})",
+    **MATH_OPS,
     **SHAPE_OPS,
     **NN_OPS,
     **RNN_OPS,
