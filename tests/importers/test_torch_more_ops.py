@@ -1,7 +1,8 @@
 """More ops against PyTorch: smooth_l1 and huber losses, kl_div, logsigmoid, expm1, log2, exp2,
-log10, sinh, cosh, logaddexp, xlogy (and torch.special's names), nan_to_num and the activations
-mish, selu, celu, hardswish, hardsigmoid, glu, softsign and prelu; values and gradients compared
-at their kinks, edges, zeros and large or infinite inputs."""
+log10, sinh, cosh, logaddexp, xlogy (and torch.special's names), nan_to_num, the activations
+mish, selu, celu, hardswish, hardsigmoid, glu, softsign and prelu, weight_norm and spectral_norm
+(mv, dot, vdot); values and gradients compared at their kinks, edges, zeros and large or infinite
+inputs."""
 
 from __future__ import annotations
 
@@ -294,3 +295,45 @@ def test_import_refuses_aten_smooth_l1_with_beta_zero_whose_gradient_is_not_the_
         import_python(f"{path}:step")
     assert caught.value.line == line_of("aten")
     assert caught.value.message.startswith("unsupported op aten.smooth_l1_loss.default with beta=0")
+
+
+NORMS = """
+from torch.nn.utils import parametrizations, spectral_norm, weight_norm
+
+
+class Normed(nn.Module):
+    def __init__(self, train):
+        super().__init__()
+        self.wn = parametrizations.weight_norm(nn.Linear(4, 3))
+        self.wn_all = parametrizations.weight_norm(nn.Linear(3, 3), dim=None)
+        self.old_wn = weight_norm(nn.Linear(3, 2), dim=1)
+        self.sn = parametrizations.spectral_norm(nn.Linear(4, 3))
+        self.old_sn = spectral_norm(nn.Linear(3, 2))
+        self.train(train)
+
+    def forward(self, x, m, v):
+        h = self.old_wn(torch.tanh(self.wn_all(self.wn(x))))
+        s = self.old_sn(torch.relu(self.sn(x)))
+        return {"weight_norm": h.pow(2).sum(), "spectral_norm": s.pow(2).sum(),
+                "mv": (torch.mv(m, v) * torch.dot(v, v) + torch.vdot(v, v) + m.H.sum()).sum()}
+
+
+def step(train=True):
+    torch.manual_seed(0)
+    return {"module": Normed(train), "inputs": (torch.randn(5, 4), torch.randn(3, 2), torch.randn(2))}
+
+
+def evaluating():
+    return step(False)
+"""
+
+
+@pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated:FutureWarning")
+@pytest.mark.parametrize("func", ["step", "evaluating"])
+def test_import_weight_norm_spectral_norm_and_their_products_give_torch_values_and_gradients(step_file,
+                                                                                           same_as_torch, func):
+    path, _ = step_file(NORMS)
+    report = check(path, func, same_as_torch)
+    assert {"wn.parametrizations.weight.original0", "old_wn.weight_g", "sn.parametrizations.weight.original",
+            "old_sn.weight_orig"} <= {p.name for p in report.params}
+    assert report.status("sn.parametrizations.weight.original", "spectral_norm") == "flows"

@@ -282,7 +282,9 @@ OPS = {
     **{op: logical("not_equal({a}, {b})") for op in ("logical_xor", "bitwise_xor", "__xor__")},
     "var_mean": lambda c: Parts(list(var_mean(c))),
     "std_mean": lambda c: Parts(list(var_mean(c, deviation))),
-    "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "addmm": addmm, "linear": linear,
+    "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "mv": binary("@"), "addmm": addmm,
+    "linear": linear,
+    **{op: lambda c: f"sum({c.args[0]} * {c.args[1]})" for op in ("dot", "vdot")},   # real tensors: the same
     "detach": lambda c: f"stop_gradient({c.args[0]})",
     "sum": lambda c: reduce("sum", c), "mean": lambda c: reduce("mean", c),
     "amax": lambda c: reduce("max", c, ties="split"), "amin": lambda c: reduce("min", c, ties="split"),

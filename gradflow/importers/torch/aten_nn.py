@@ -282,7 +282,17 @@ def cosine(c):
     return f"cosine_similarity({c.args[0]}, {c.args[1]}, axis={c.arg(2, 'dim', 1)}, eps={c.arg(3, 'eps', 1e-8)!r})"
 
 
+def weight_norm(c):
+    """torch's weight_norm reparametrisation: v * g / the norm of v over every axis but dim (over all
+    of them for dim -1)."""
+    v, g, dim = c.args[0], c.args[1], c.arg(2, "dim", 0)
+    ndim = c.ndim()
+    others = tuple(a for a in range(ndim) if dim == -1 or a != dim % ndim)
+    return f"{v} * ({g} / norm({v}, axis={text(others)}, keepdims=True))"
+
+
 NN_OPS = {
+    "_weight_norm": weight_norm,
     "cross_entropy_loss": cross_entropy, "nll_loss": nll, "nll_loss_nd": nll, "mse_loss": mse, "binary_cross_entropy": bce,
     "binary_cross_entropy_with_logits": bce_logits,
     "l1_loss": lambda c: reduced(f"abs({c.args[0]} - {c.args[1]})", c.arg(2, "reduction", 1)),

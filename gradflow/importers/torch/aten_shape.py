@@ -143,7 +143,8 @@ def fill(value):
 
 
 SHAPE_OPS = {
-    "t": lambda c: f"transpose({c.args[0]})", "numpy_T": lambda c: f"transpose({c.args[0]})", "transpose": transpose,
+    **{op: lambda c: f"transpose({c.args[0]})" for op in ("t", "numpy_T", "matrix_H")},   # matrix_H: x.H, real
+    "transpose": transpose,
     "permute": lambda c: permutation(c, c.args[1]),
     **{op: reshape for op in ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze",
                               "unsqueeze", "view_as", "reshape_as")},
