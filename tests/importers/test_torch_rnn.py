@@ -232,7 +232,7 @@ def packed():
 
 @pytest.mark.parametrize("func, marker, says", [
     ("step", "proj", "unsupported op aten.lstm.input with proj_size > 0"),
-    ("packed", "packed", "torch.export could not capture the step")])
+    ("packed", "packed", "a PackedSequence cannot be imported (export cannot trace it): pass the padded batch")])
 def test_proj_size_and_a_packed_sequence_are_one_error_at_the_layers_line(step_file, func, marker, says):
     path, line_of = step_file(REFUSED)
     with pytest.raises(ModelError) as caught:

@@ -283,6 +283,9 @@ def export_message(error: BaseException) -> str:
     first = text[0] if text else type(error).__name__
     if ".data" in str(error) or "set_data" in str(error):
         return "torch.export cannot trace '.data'; use '.detach()' to cut the gradient"
+    if packed_sequence(error.__traceback__):
+        return ("a PackedSequence cannot be imported (export cannot trace it): pass the padded batch to the "
+                "layer and mask the padded steps out of the loss")
     if type(error).__name__ == "GuardOnDataDependentSymNode" and checked_distribution(error.__traceback__):
         return ("torch.export could not capture the step: this distribution checks its arguments' values "
                 "(validate_args=True), which export cannot trace; pass validate_args=False")
@@ -298,6 +301,15 @@ def checked_distribution(tb) -> bool:
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")
         if isinstance(owner, torch.distributions.Distribution) and owner._validate_args:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def packed_sequence(tb) -> bool:
+    """Did the step fail with a PackedSequence in hand (pack_padded_sequence into an LSTM)?"""
+    while tb is not None:
+        if any(isinstance(v, torch.nn.utils.rnn.PackedSequence) for v in tb.tb_frame.f_locals.values()):
             return True
         tb = tb.tb_next
     return False
