@@ -1,8 +1,9 @@
-"""aten neural-network ops and losses -> gradflow expressions (activations, norms, attention, conv,
-losses)."""
+"""aten neural-network ops and losses -> gradflow expressions (activations, norms, attention, losses;
+convolutions and pools from aten_conv)."""
 
 from __future__ import annotations
 
+from gradflow.importers.torch.aten_conv import CONV_OPS
 from gradflow.importers.torch.call import Alias, Unsupported, index_text, operand, shape_text, text
 
 
@@ -238,46 +239,6 @@ def dropout(c):
     return Alias(c.args[0]) if not train or not p else f"dropout({c.args[0]}, {p!r})"
 
 
-def conv2d(c):
-    x, w, b = c.args[:3]
-    stride, padding = c.arg(3, "stride", 1), c.arg(4, "padding", 0)
-    if c.arg(5, "dilation", 1) not in (1, [1, 1], (1, 1)) or c.arg(6, "groups", 1) != 1:
-        raise Unsupported("with dilation or groups")
-    if isinstance(padding, str):
-        raise Unsupported(f"with padding={padding!r}")
-    stride, padding = (tuple(v) if isinstance(v, (list, tuple)) else (v, v) for v in (stride, padding))
-    expr = f"conv2d({x}, {w}, stride={text(stride)}, padding={text(padding)})"
-    return expr if b is None else f"{expr} + reshape({b}, [{c.shapes[1][0]}, 1, 1])"
-
-
-def pool(op):
-    def handler(c):
-        kernel, stride = c.args[1], c.arg(2, "stride") or c.args[1]
-        ceil_mode = c.arg(5 if op == "max_pool2d" else 4, "ceil_mode", False)
-        if c.arg(3, "padding", 0) not in (0, [0, 0]) or ceil_mode:
-            raise Unsupported("with padding or ceil_mode")
-        if op == "max_pool2d" and c.arg(4, "dilation", 1) not in (1, [1, 1], (1, 1)):
-            raise Unsupported(f"with dilation={c.arg(4, 'dilation', 1)!r}")
-        expr = f"{op}({c.args[0]}, {text(tuple(kernel))}, {text(tuple(stride))})"
-        divisor = c.arg(6, "divisor_override") if op == "avg_pool2d" else None
-        if divisor is None:
-            return expr
-        window = kernel[0] * kernel[-1] if isinstance(kernel, (list, tuple)) else kernel * kernel
-        return f"{expr} * {window / divisor!r}"   # the window's sum over divisor_override, not its mean
-    return handler
-
-
-def adaptive_avg(c):
-    size = tuple(c.args[1])
-    h, w = c.shapes[0][-2:]
-    if size == (1, 1):
-        return f"mean({c.args[0]}, axis=({c.ndim() - 2}, {c.ndim() - 1}), keepdims=True)"
-    if h % size[0] or w % size[1]:
-        raise Unsupported("to a size that does not divide the input")
-    kernel = (h // size[0], w // size[1])
-    return f"avg_pool2d({c.args[0]}, {text(kernel)}, {text(kernel)})"
-
-
 def cosine(c):
     return f"cosine_similarity({c.args[0]}, {c.args[1]}, axis={c.arg(2, 'dim', 1)}, eps={c.arg(3, 'eps', 1e-8)!r})"
 
@@ -298,8 +259,7 @@ NN_OPS = {
     "l1_loss": lambda c: reduced(f"abs({c.args[0]} - {c.args[1]})", c.arg(2, "reduction", 1)),
     "layer_norm": layer_norm, "batch_norm": batch_norm, "group_norm": group_norm, "embedding": embedding,
     "scaled_dot_product_attention": attention, "dropout": dropout,
-    "conv2d": conv2d, "max_pool2d": pool("max_pool2d"), "avg_pool2d": pool("avg_pool2d"),
-    "adaptive_avg_pool2d": adaptive_avg, "cosine_similarity": cosine,
+    **CONV_OPS, "cosine_similarity": cosine,
     "huber_loss": huber, "smooth_l1_loss": smooth_l1, "kl_div": kl_div,
     "log_sigmoid": lambda c: f"-softplus(-{c.args[0]})",
     "mish": lambda c: f"{c.args[0]} * tanh(softplus({c.args[0]}))",
