@@ -6,6 +6,7 @@ whole table ``OPS`` from its shape and neural-network parts.
 
 from __future__ import annotations
 
+from gradflow.importers.torch.aten_image import IMAGE_OPS
 from gradflow.importers.torch.aten_math import MATH_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS
 from gradflow.importers.torch.aten_rnn import RNN_OPS
@@ -301,4 +302,5 @@ OPS = {
     **SHAPE_OPS,
     **NN_OPS,
     **RNN_OPS,
+    **IMAGE_OPS,
 }
