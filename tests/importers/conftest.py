@@ -1,4 +1,5 @@
-"""Helpers for importer tests: write a training-step file and find lines in it by marker."""
+"""Helpers for importer tests: write a training-step file and find lines in it by marker; compare
+an imported step's values and gradients with torch's."""
 
 from __future__ import annotations
 
@@ -59,3 +60,27 @@ def same_as_torch():
                     np.testing.assert_allclose(report.grad(name, loss), g.numpy(), rtol=1e-6, atol=1e-12,
                                                err_msg=f"{loss} {name}")
     return check
+
+
+def same_values_as_torch(report, path: str, func: str) -> None:
+    """Each loss's value against the step run by torch in float64 (inf and nan where torch's are)."""
+    import numpy as np
+    import torch
+    from gradflow.importers.torch.target import load_step
+    step = load_step(path, func)
+    module = step.module.double()
+    with torch.no_grad():
+        losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
+    values = {loss.name: loss.value for loss in report.losses}
+    assert set(values) == set(losses)
+    for name, value in losses.items():
+        np.testing.assert_allclose(values[name], value.item(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def check(path: str, func: str, same_as_torch):
+    """The step's report, its values and gradients checked against torch's."""
+    import gradflow
+    report = gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    same_values_as_torch(report, path, func)
+    same_as_torch(report, path, func)
+    return report

@@ -1018,8 +1018,6 @@ def test_tensors_made_in_forward_are_float64_in_the_torch_comparison_too(step_fi
 def test_a_random_fill_of_a_new_tensor_in_forward_is_drawn_once_at_import_as_randn_like_is(step_file):
     # torch.empty_like(std).normal_() is the older spelling of randn_like(std), as in a VAE's
     # reparameterisation: the draw becomes a constant input, which the loss then reads
-    import numpy as np
-
     import gradflow
     from gradflow.importers.torch.target import load_step
     path, _ = step_file("""

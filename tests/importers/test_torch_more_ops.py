@@ -13,26 +13,7 @@ pytestmark = pytest.mark.torch
 
 import gradflow  # noqa: E402
 import numpy as np  # noqa: E402
-from gradflow.importers.torch.target import load_step  # noqa: E402
-
-
-def same_values_as_torch(report, path: str, func: str) -> None:
-    """Each loss's value against the step run by torch in float64 (inf and nan where torch's are)."""
-    step = load_step(path, func)
-    module = step.module.double()
-    with torch.no_grad():
-        losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
-    values = {loss.name: loss.value for loss in report.losses}
-    assert set(values) == set(losses)
-    for name, value in losses.items():
-        np.testing.assert_allclose(values[name], value.item(), rtol=1e-9, atol=1e-12, err_msg=name)
-
-
-def check(path: str, func: str, same_as_torch):
-    report = gradflow.analyze(gradflow.load(f"{path}:{func}"))
-    same_values_as_torch(report, path, func)
-    same_as_torch(report, path, func)
-    return report
+from tests.importers.conftest import check, same_values_as_torch  # noqa: E402
 
 
 ROBUST = """
