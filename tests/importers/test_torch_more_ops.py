@@ -318,3 +318,31 @@ def test_import_weight_norm_spectral_norm_and_their_products_give_torch_values_a
     assert {"wn.parametrizations.weight.original0", "old_wn.weight_g", "sn.parametrizations.weight.original",
             "old_sn.weight_orig"} <= {p.name for p in report.params}
     assert report.status("sn.parametrizations.weight.original", "spectral_norm") == "flows"
+
+
+PRODUCTS = """
+class Attending(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)   # need_weights=True: its scores by baddbmm
+        self.register_buffer("mask", torch.tensor([[0.0, -1.0, 0.5], [0.0, 0.0, -2.0], [1.0, 0.0, 0.0]]))
+        self.a, self.b, self.m = (nn.Parameter(torch.randn(*s)) for s in ((3, 4), (4, 3), (3, 3)))
+
+    def forward(self, x):
+        a, b, m = self.a, self.b, self.m
+        out, weights = self.attn(x, x, x, attn_mask=self.mask)
+        mixed = torch.addmm(m, a, b, beta=0.5, alpha=2.0) + torch.addmm(m, a, b, beta=0.0)
+        batched = torch.baddbmm(m.expand(2, 3, 3), a.expand(2, 3, 4), b.expand(2, 4, 3), alpha=-1.5)
+        return {"attention": out.pow(2).sum() + weights.sum(),
+                "products": mixed.pow(2).sum() + batched.sum() + (a.mT @ a).sum() + (a.mH * 2).sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Attending(), "inputs": (torch.randn(2, 3, 8),)}
+"""
+
+
+def test_import_addmm_and_baddbmm_with_beta_and_alpha_and_attention_returning_weights(step_file, same_as_torch):
+    path, _ = step_file(PRODUCTS)
+    check(path, "step", same_as_torch)

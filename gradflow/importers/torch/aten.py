@@ -63,9 +63,12 @@ def linear(c):
 
 
 def addmm(c):
-    if c.kwargs.get("beta", 1) != 1 or c.kwargs.get("alpha", 1) != 1:
-        raise Unsupported("with beta or alpha")
-    return f"{c.args[0]} + {c.args[1]} @ {c.args[2]}"
+    """addmm and baddbmm (nn.MultiheadAttention's scores beside a mask): beta input + alpha a @ b."""
+    beta, alpha = c.kwargs.get("beta", 1), c.kwargs.get("alpha", 1)
+    product = f"{c.args[1]} @ {c.args[2]}" if alpha == 1 else f"({c.args[1]} @ {c.args[2]}) * {text(alpha)}"
+    if beta == 0:   # torch ignores the input then, NaN and inf included
+        return product
+    return f"{c.args[0]} + {product}" if beta == 1 else f"{c.args[0]} * {text(beta)} + {product}"
 
 
 def clip(c):
@@ -283,7 +286,8 @@ OPS = {
     **{op: logical("not_equal({a}, {b})") for op in ("logical_xor", "bitwise_xor", "__xor__")},
     "var_mean": lambda c: Parts(list(var_mean(c))),
     "std_mean": lambda c: Parts(list(var_mean(c, deviation))),
-    "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "mv": binary("@"), "addmm": addmm,
+    "matmul": binary("@"), "mm": binary("@"), "bmm": binary("@"), "mv": binary("@"),
+    "addmm": addmm, "baddbmm": addmm,
     "linear": linear,
     **{op: lambda c: f"sum({c.args[0]} * {c.args[1]})" for op in ("dot", "vdot")},   # real tensors: the same
     "detach": lambda c: f"stop_gradient({c.args[0]})",

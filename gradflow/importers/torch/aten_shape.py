@@ -19,6 +19,13 @@ def transpose(c):
     return permutation(c, order)
 
 
+def last_two_swapped(c):
+    """x.mT and x.mH (of a real x): its last two axes swapped."""
+    order = list(range(c.ndim()))
+    order[-2:] = order[-1], order[-2]
+    return permutation(c, order)
+
+
 def reshape(c):
     return f"reshape({c.args[0]}, {shape_text(c.shape)})"
 
@@ -145,6 +152,7 @@ def fill(value):
 SHAPE_OPS = {
     **{op: lambda c: f"transpose({c.args[0]})" for op in ("t", "numpy_T", "matrix_H")},   # matrix_H: x.H, real
     "transpose": transpose,
+    "mT": last_two_swapped, "mH": last_two_swapped,
     "permute": lambda c: permutation(c, c.args[1]),
     **{op: reshape for op in ("view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze",
                               "unsqueeze", "view_as", "reshape_as")},
