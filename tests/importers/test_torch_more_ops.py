@@ -346,3 +346,79 @@ def step():
 def test_import_addmm_and_baddbmm_with_beta_and_alpha_and_attention_returning_weights(step_file, same_as_torch):
     path, _ = step_file(PRODUCTS)
     check(path, "step", same_as_torch)
+
+
+DROPPED = """
+class Dropped(nn.Module):
+    def __init__(self, p, how):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(8, 8) for _ in range(3))
+        self.p, self.how = p, how
+        self.register_buffer("mask", torch.tensor([[True, False, True, False], [False] * 4,
+                                                   [True] * 4, [True, True, False, False]]))
+
+    def forward(self, x):
+        q, k, v = (f(x).reshape(2, 4, 2, 4).transpose(1, 2) for f in (self.q, self.k, self.v))
+        if self.how == "causal":
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p, is_causal=True)
+        elif self.how == "bool":
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, dropout_p=self.p)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask.float() - 1.0, dropout_p=self.p,
+                                                 scale=0.3)
+        return {"loss": out.pow(2).sum() + out.sum()}
+
+
+def all_dropped(how):
+    torch.manual_seed(0)
+    return {"module": Dropped(1.0, how), "inputs": (torch.randn(2, 4, 8),)}
+
+
+def causal():
+    return all_dropped("causal")
+
+
+def boolean():
+    return all_dropped("bool")
+
+
+def additive():
+    return all_dropped("float")
+
+
+def layer():
+    torch.manual_seed(0)
+    return {"module": nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True),
+            "inputs": (torch.randn(2, 4, 8),)}
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+
+    def forward(self, x):
+        return {"loss": self.block(x, src_mask=nn.Transformer.generate_square_subsequent_mask(4)).pow(2).mean()}
+
+
+def training():
+    torch.manual_seed(0)
+    return {"module": Layer(), "inputs": (torch.randn(2, 4, 8),)}
+"""
+
+
+@pytest.mark.parametrize("func", ["causal", "boolean", "additive"])
+def test_attention_with_every_weight_dropped_gives_torch_zeros_and_zero_gradients(step_file, same_as_torch, func):
+    # dropout_p=1 drops every attention weight in torch and gradflow alike: the one exact case
+    path, _ = step_file(DROPPED)
+    report = check(path, func, same_as_torch)
+    assert {report.status(p.name, "loss") for p in report.params} == {"zero"}
+
+
+def test_a_transformer_layer_in_training_mode_imports_its_attention_dropout(step_file):
+    # nn.TransformerEncoderLayer trains with dropout 0.1 in its attention: gradflow's own masks
+    path, _ = step_file(DROPPED)
+    model = gradflow.load(f"{path}:training")
+    report = gradflow.analyze(model)
+    assert {report.status(p.name, "loss") for p in report.params} == {"flows"}
+    assert model.entries["scaled_dot_product_attention_weights"].op.name == "dropout"
