@@ -311,10 +311,12 @@ def multinomial(p, n, replacement=False, seed=0):
         # torch refuses them too: a draw from weights that are no distribution
         raise ValueError("weights must be finite and >= 0, with at least one above 0 in each row")
     rng = np.random.default_rng(seed)
-    if replacement:
-        running = np.cumsum(p, axis=-1)
-        u = rng.random((*np.shape(p)[:-1], n)) * running[..., -1:]
-        return np.minimum(np.sum(running[..., None, :] <= u[..., None], axis=-1), np.shape(p)[-1] - 1)
+    if replacement:   # a row at a time: no [..., n, C] comparison, which a large n * C would not fit
+        classes = np.shape(p)[-1]
+        running = np.cumsum(p, axis=-1).reshape(-1, classes)
+        u = rng.random((len(running), n)) * running[:, -1:]
+        drawn = np.stack([np.searchsorted(r, row, side="right") for r, row in zip(running, u)])
+        return np.minimum(drawn, classes - 1).reshape(*np.shape(p)[:-1], n)
     with np.errstate(divide="ignore"):
         keys = np.log(p) + rng.gumbel(size=np.shape(p))
     return np.argsort(-keys, axis=-1, kind="stable")[..., :n]

@@ -261,6 +261,15 @@ def test_multinomial_with_replacement_draws_each_class_in_proportion_to_its_weig
     np.testing.assert_array_equal(draw[1], 2)   # the one class with weight
 
 
+def test_multinomial_with_replacement_draws_the_first_class_whose_running_sum_passes_the_draw():
+    # each draw is the number of running sums at or below a uniform draw times the row's total
+    weights = np.random.default_rng(1).random((3, 2, 5)) * np.array([1.0, 0.0, 2.0, 0.0, 1.0])
+    drawn, _ = grads_of("multinomial", weights, n=7, replacement=True, seed=4)
+    running = np.cumsum(weights, axis=-1)
+    u = np.random.default_rng(4).random((6, 7)).reshape(3, 2, 7) * running[..., -1:]
+    np.testing.assert_array_equal(drawn, np.minimum(np.sum(running[..., None, :] <= u[..., None], axis=-1), 4))
+
+
 def test_multinomial_without_replacement_draws_distinct_classes_first_in_proportion():
     weights = np.array([1.0, 2.0, 0.0, 5.0])
     draws = np.stack([grads_of("multinomial", weights, n=3, seed=s)[0] for s in range(6000)])
