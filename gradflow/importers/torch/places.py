@@ -49,8 +49,8 @@ _GRAD_MODE = (os.path.join(_TORCH, "autograd", "grad_mode.py"), os.path.join(_TO
 def set_in_user_code(depth: int) -> bool:
     """Is the gradient mode being set by the user's own code: a ``with torch.no_grad()`` in the
     user's files, or a function of theirs under ``@torch.no_grad()``, not a library's (the
-    ``with`` inside a torch distribution's ``sample()``)?"""
-    frame = sys._getframe(depth + 1)
+    ``with`` inside a torch distribution's ``sample()``)? (``depth`` as user_source's)"""
+    frame = sys._getframe(depth)
     while frame is not None and not frame.f_code.co_filename.startswith(_GRAD_MODE):
         frame = frame.f_back
     while frame is not None and frame.f_code.co_filename.startswith(_GRAD_MODE):
