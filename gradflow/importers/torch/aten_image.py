@@ -146,24 +146,24 @@ def linear(k: int):
 
 
 # -- layout -----------------------------------------------------------------------------------
+def regrouped(c, split: list, order: tuple) -> str:
+    """x's last three axes split as ``split``, reordered as ``order``, merged in the output's shape."""
+    p = c.ndim() - 3
+    parts = f"reshape({c.args[0]}, {shape_text(list(c.shapes[0][:p]) + split)})"
+    axes = tuple(range(p)) + tuple(p + a for a in order)
+    return f"reshape(transpose({parts}, axes={text(axes)}), {shape_text(c.shape)})"
+
+
 def pixel_shuffle(c):
     """[..., C r r, H, W] -> [..., C, H r, W r]: channel (c, i, j) lands at (h r + i, w r + j)."""
-    r, shape = c.args[1], list(c.shapes[0])
-    pre, (ch, h, w) = shape[:-3], shape[-3:]
-    p = len(pre)
-    split = f"reshape({c.args[0]}, {shape_text(pre + [ch // (r * r), r, r, h, w])})"
-    order = tuple(range(p)) + tuple(p + a for a in (0, 3, 1, 4, 2))
-    return f"reshape(transpose({split}, axes={text(order)}), {shape_text(c.shape)})"
+    r, (ch, h, w) = c.args[1], c.shapes[0][-3:]
+    return regrouped(c, [ch // (r * r), r, r, h, w], (0, 3, 1, 4, 2))
 
 
 def pixel_unshuffle(c):
     """[..., C, H r, W r] -> [..., C r r, H, W], pixel_shuffle undone."""
-    r, shape = c.args[1], list(c.shapes[0])
-    pre, (ch, h, w) = shape[:-3], shape[-3:]
-    p = len(pre)
-    split = f"reshape({c.args[0]}, {shape_text(pre + [ch, h // r, r, w // r, r])})"
-    order = tuple(range(p)) + tuple(p + a for a in (0, 2, 4, 1, 3))
-    return f"reshape(transpose({split}, axes={text(order)}), {shape_text(c.shape)})"
+    r, (ch, h, w) = c.args[1], c.shapes[0][-3:]
+    return regrouped(c, [ch, h // r, r, w // r, r], (0, 2, 4, 1, 3))
 
 
 def im2col(c):
