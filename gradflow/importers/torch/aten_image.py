@@ -19,7 +19,7 @@ import numpy as np
 from gradflow.importers.torch.aten_conv import pair
 from gradflow.importers.torch.aten_index import integer
 from gradflow.importers.torch.aten_layout import padded
-from gradflow.importers.torch.aten_nn import affine, normalized
+from gradflow.importers.torch.aten_nn import affine, batch_norm, normalized
 from gradflow.importers.torch.call import Parts, Unsupported, index_text, shape_text, text
 
 LITERAL_CHARS = 8000   # a constant longer than this is written in pieces (an expression holds 10,000)
@@ -226,12 +226,13 @@ def window_index(c, local: str, shape: list, size: list, kernel: list) -> str:
 
 def instance_norm(c):
     """Each (sample, channel) normalised over its own positions (biased variance), or by the
-    running statistics when use_input_stats is False."""
-    x, w, b, mean, var, use_input, _, eps = (c.args + [None] * 9)[:8]
+    running statistics when use_input_stats is False: batch_norm's eval form, its arguments in
+    the same places."""
+    x, w, b, mean, _, use_input, _, eps = (c.args + [None] * 9)[:8]
+    if not use_input and mean is not None:
+        return batch_norm(c)
     s = shape_text([c.shapes[0][1]] + [1] * (c.ndim() - 2))
-    if use_input or mean is None:
-        return affine(normalized(x, tuple(range(2, c.ndim())), eps), w, b, s)
-    return affine(f"({x} - reshape({mean}, {s})) / sqrt(reshape({var}, {s}) + {eps!r})", w, b, s)
+    return affine(normalized(x, tuple(range(2, c.ndim())), eps), w, b, s)
 
 
 def embedding_bag(c):
