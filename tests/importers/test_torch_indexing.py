@@ -11,6 +11,7 @@ pytestmark = pytest.mark.torch
 
 import gradflow  # noqa: E402
 from gradflow.errors import ModelError  # noqa: E402
+from gradflow.importers import import_python  # noqa: E402
 from tests.importers.conftest import check  # noqa: E402
 
 
@@ -197,3 +198,30 @@ def test_import_pad_flip_roll_repeat_and_triangles_give_torch_values_and_gradien
     turn, diagonals above and below, triangles that keep all or nothing."""
     path, _ = step_file(LAYOUTS)
     check(path, "step", same_as_torch)
+
+
+PADS_OVER_AXES = WEIGHTED + """
+class Pads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.img = nn.Parameter(torch.randn(2, 3, 4, 5))
+
+    def forward(self):
+        return {mode: weighted(F.pad(self.img, (2, 1, 1, 2), mode=mode))
+                      + weighted(F.pad(self.img, (1, 1, 0, 0), mode=mode))
+                for mode in ("reflect", "replicate", "circular")}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Pads(), "inputs": ()}
+"""
+
+
+def test_import_pad_modes_over_two_axes_give_torch_values_and_read_each_axis_once(step_file, same_as_torch):
+    """Reflect, replicate and circular padding read what they pad up to three times along each
+    axis: the first axis's result is a line of its own, which the second reads."""
+    path, _ = step_file(PADS_OVER_AXES)
+    check(path, "step", same_as_torch)
+    pads = [line.expr for line in import_python(f"{path}:step").graph if line.expr.startswith("concat")]
+    assert len(pads) == 9 and all(expr.count("concat") == 1 for expr in pads)

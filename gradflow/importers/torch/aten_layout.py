@@ -31,9 +31,10 @@ def constant(c, value) -> str:
     return operand(float(value))
 
 
-def padded(x: str, shape: list, widths, fill: str, mode: str = "constant") -> str:
+def padded(x: str, shape: list, widths, fill: str, mode: str = "constant", line=None) -> str:
     """x padded as F.pad's widths say (last axis first, (before, after) each); a negative
-    width crops (constant mode)."""
+    width crops (constant mode). The other modes read x up to three times along each axis:
+    given ``line`` (``c.line``), each axis's result is a line the next one reads."""
     nd, shape = len(shape), list(shape)
     for k in range(len(widths) // 2):
         d, (lo, hi) = nd - 1 - k, widths[2 * k:2 * k + 2]
@@ -46,6 +47,8 @@ def padded(x: str, shape: list, widths, fill: str, mode: str = "constant") -> st
         if lo or hi:
             parts = edges(x, shape, d, lo, hi, fill, mode)
             x, shape[d] = f"concat([{', '.join(parts)}], axis={d})", shape[d] + lo + hi
+            if line is not None and mode != "constant" and any(widths[2 * k + 2:]):
+                x = line(x, f"axis{d}")
     return x
 
 
@@ -74,7 +77,7 @@ def edges(x: str, shape: list, d: int, lo: int, hi: int, fill: str, mode: str) -
 def pad(c):
     mode = c.arg(2, "mode", "constant")
     value = c.arg(3, "value") if mode == "constant" else None
-    return padded(c.args[0], c.shapes[0], c.args[1], constant(c, value or 0), mode)
+    return padded(c.args[0], c.shapes[0], c.args[1], constant(c, value or 0), mode, c.line)
 
 
 def constant_pad_nd(c):
