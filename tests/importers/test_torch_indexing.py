@@ -166,7 +166,8 @@ class Layouts(nn.Module):
                          + weighted(F.pad(q3, (1, 2), mode="circular")),
                 "flipped": weighted(torch.flip(q, [0, 1])) + weighted(torch.flip(q3, [-1])),
                 "rolled": weighted(torch.roll(q, 2, 1)) + weighted(torch.roll(q, (1, -1), (0, 1)))
-                          + weighted(torch.roll(q, 3)) + weighted(torch.roll(q, 6, 1)),
+                          + weighted(torch.roll(q, 3)) + weighted(torch.roll(q, 6, 1))
+                          + weighted(torch.roll(q3, (1, 2, -1, 1), (0, 2, 1, 0))),
                 "repeats": weighted(q.repeat(2, 1, 3)) + weighted(torch.tile(q, (2,)))
                            + weighted(torch.tile(q3, (2, 1))),
                 "interleave": weighted(q.repeat_interleave(2, dim=1)) + weighted(q.repeat_interleave(3)),
@@ -198,6 +199,8 @@ def test_import_pad_flip_roll_repeat_and_triangles_give_torch_values_and_gradien
     turn, diagonals above and below, triangles that keep all or nothing."""
     path, _ = step_file(LAYOUTS)
     check(path, "step", same_as_torch)
+    rolls = [line.expr for line in import_python(f"{path}:step").graph if line.targets[0].startswith("roll")]
+    assert all(expr.count("concat") <= 1 for expr in rolls)   # a roll over several axes: a line per axis
 
 
 PADS_OVER_AXES = WEIGHTED + """

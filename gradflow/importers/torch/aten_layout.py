@@ -104,7 +104,9 @@ def roll(c):
     if not dims:   # the flattened tensor rolled, in its shape again
         flat = rolled(f"reshape({x}, [{math.prod(shape)}])", [math.prod(shape)], c.args[1][0], 0)
         return f"reshape({flat}, {shape_text(shape)})"
-    for shift, d in zip(c.args[1], dims):
+    for k, (shift, d) in enumerate(zip(c.args[1], dims)):
+        if "(" in x:   # rolled reads x twice: the rolls so far once, on a line of their own
+            x = c.line(x, f"rolled{k}")
         x = rolled(x, shape, shift, d % len(shape))
     return x
 
