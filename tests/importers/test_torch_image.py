@@ -141,7 +141,7 @@ class Layout(nn.Module):
                 "unshuffle": weigh(self.down(img[:, :, :, :4])) + weigh(self.down(self.up(img)) - img),
                 "unfold": weigh(self.unfold(img)) + weigh(F.unfold(img, 3)) + weigh(F.unfold(img[0], 2, stride=2)),
                 "pooled": weigh(values) + weigh(F.adaptive_max_pool2d(img.round(), (2, 1))) + weigh(line)
-                          + weigh(F.adaptive_max_pool2d(img, 1)),
+                          + weigh(F.adaptive_max_pool2d(img, 1)) + weigh(F.adaptive_max_pool1d(img.round()[..., 0], 3)),
                 "indices": weigh(where.double() + 0 * values) + weigh(spot.double() + 0 * line)}
 
 

@@ -193,8 +193,11 @@ def adaptive_max(k: int):
             raise Unsupported("to a size that does not divide the input")
         kernel = [n // m for n, m in zip(shape[-k:], size)]
         windows = windowed(x, shape, size, kernel)
-        values = f"max_pool2d({x}, {text(tuple(kernel))}, {text(tuple(kernel))})" if k == 2 \
-            else f"max({windows}, axis=-1)"
+        if k == 2:
+            values = f"max_pool2d({x}, {text(tuple(kernel))}, {text(tuple(kernel))})"
+        else:   # read twice, by max and argmax
+            windows = c.line(windows, "windows")
+            values = f"max({windows}, axis=-1)"
         return Parts([values, window_index(c, f"argmax({windows}, axis=-1)", shape, size, kernel)])
     return handler
 
