@@ -39,20 +39,22 @@ def halves(x: str, sign: str) -> str:
     return f"exp({x} - {LN2!r}) {sign} exp(-{x} - {LN2!r})"
 
 
-def sinh_near(u: str) -> str:
-    """sinh(u) = tanh(u / 2) (1 + cosh(u)) for small u: no cancellation in it or its gradient."""
+def sinh_near(c, u: str) -> str:
+    """sinh(u) = tanh(u / 2) (1 + cosh(u)) for small u: no cancellation in it or its gradient.
+    It reads u three times: once, on a line of its own."""
+    u = c.line(u, "near")
     return f"tanh({u} * 0.5) * (1 + {halves(u, '+')})"
 
 
 def sinh(c):
     x = c.args[0]
-    return f"where(less_equal(abs({x}), 1.0), {sinh_near(f'clip({x}, -1.0, 1.0)')}, {halves(x, '-')})"
+    return f"where(less_equal(abs({x}), 1.0), {sinh_near(c, f'clip({x}, -1.0, 1.0)')}, {halves(x, '-')})"
 
 
 def cosh(c):
     """1 + 2 sinh(x / 2) ** 2 near 0, whose gradient, sinh(x), keeps its precision there."""
     x = c.args[0]
-    near = f"1 + 2 * square({sinh_near(f'clip({x}, -1.0, 1.0) * 0.5')})"
+    near = f"1 + 2 * square({sinh_near(c, f'clip({x}, -1.0, 1.0) * 0.5')})"
     return f"where(less_equal(abs({x}), 1.0), {near}, {halves(x, '+')})"
 
 
