@@ -12,7 +12,7 @@ input) is zeros inserted between the entries; a max pool's padding is -inf, neve
 
 from __future__ import annotations
 
-from gradflow.importers.torch.aten_layout import padded
+from gradflow.importers.torch.aten_layout import filled, padded
 from gradflow.importers.torch.call import Unsupported, index_text, operand, shape_text, text
 
 
@@ -50,7 +50,7 @@ def spread(x: str, shape: list, axis: int, step: int):
     if step == 1:
         return x, shape
     n, nd = shape[axis], len(shape)
-    zeros = f"broadcast_to(0.0, {text(tuple(shape[:axis + 1] + [step - 1] + shape[axis + 1:]))})"
+    zeros = filled("0.0", shape[:axis + 1] + [step - 1] + shape[axis + 1:])
     joined = f"concat([expand_dims({x}, {axis + 1}), {zeros}], axis={axis + 1})"
     merged = f"reshape({joined}, {shape_text(shape[:axis] + [n * step] + shape[axis + 1:])})"
     size = (n - 1) * step + 1
@@ -172,11 +172,10 @@ def avg_pool(nd: int):
             expr = f"{expr} * {kernel[0] * kernel[1] / divisor!r}"   # the window's sum over divisor_override
         elif not include or any(hi > p for p, hi in pads):
             if include:   # the counted entries: the input and its padding, not ceil_mode's overhang
-                ones = f"broadcast_to(1.0, [{xs[-2] + 2 * padding[0]}, {xs[-1] + 2 * padding[1]}])"
-                mask = padded(ones, [xs[-2] + 2 * padding[0], xs[-1] + 2 * padding[1]],
-                              widths(tuple((0, hi - p) for p, hi in pads)), "0.0")
+                inside = [xs[-2] + 2 * padding[0], xs[-1] + 2 * padding[1]]
+                mask = padded(filled("1.0", inside), inside, widths(tuple((0, hi - p) for p, hi in pads)), "0.0")
             else:
-                mask = padded(f"broadcast_to(1.0, [{xs[-2]}, {xs[-1]}])", xs[-2:], widths(pads), "0.0")
+                mask = padded(filled("1.0", xs[-2:]), xs[-2:], widths(pads), "0.0")
             expr = f"{expr} / avg_pool2d({mask}, {text(kernel)}, {text(stride)})"
         return back(c, expr, nd, False)
     return handler
