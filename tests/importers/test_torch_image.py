@@ -12,6 +12,7 @@ pytestmark = pytest.mark.torch
 
 import gradflow  # noqa: E402
 from gradflow.errors import ModelError  # noqa: E402
+from gradflow.importers import import_python  # noqa: E402
 from tests.importers.conftest import check, same_values_as_torch  # noqa: E402
 
 WEIGH = """
@@ -274,3 +275,28 @@ def test_import_cdist_by_a_matrix_product_is_refused_at_its_line(step_file):
     with pytest.raises(ModelError) as e:
         gradflow.load(f"{path}:step")
     assert e.value.line == line_of("mm") and "donot_use_mm_for_euclid_dist" in str(e.value)
+
+
+LONG = WEIGH + """
+class Long(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.Parameter(torch.randn(1, 2, 1500))
+
+    def forward(self):
+        return {"long": weigh(F.interpolate(self.seq, size=2300, mode="linear"))}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Long(), "inputs": ()}
+"""
+
+
+def test_import_interpolation_to_a_long_axis_writes_its_constants_in_pieces(step_file, same_as_torch):
+    """2300 weights and source indices are longer than one expression may be: each constant is
+    stacked in pieces, a line each, and concatenated."""
+    path, _ = step_file(LONG)
+    check(path, "step", same_as_torch)
+    names = {line.targets[0] for line in import_python(f"{path}:step").graph}
+    assert {"upsample_linear1d_weight0_00", "upsample_linear1d_weight0_01", "upsample_linear1d_weight0_0"} <= names
