@@ -100,11 +100,13 @@ class Writes(nn.Module):
         rows[dones > 0] = self.v                           # a row of values, broadcast over the masked rows
         cols[:, flags] = self.v[:2].sum()                  # a mask of a later axis
         grid[q > 0.2] = -self.v[0]                         # a mask of every axis
+        block = q.reshape(2, 3, 5).clone()
+        block[:, q[:3] > 0] = self.v[:2].reshape(2, 1)     # a mask of two later axes, a value per earlier entry
         added = q.index_put((i,), self.v * 3, accumulate=True)     # repeated and negative indices add up
         pairs = q.clone().index_put_((i, j), self.v[:4].reshape(1, 4) ** 2, accumulate=True)
         return {"terminal": weighted(nq), "every": weighted(every), "none": weighted(none),
                 "rows": weighted(rows), "cols": weighted(cols), "grid": weighted(grid),
-                "added": weighted(added), "pairs": weighted(pairs),
+                "added": weighted(added), "pairs": weighted(pairs), "block": weighted(block),
                 "functional": weighted(q.index_put((dones.bool(),), torch.tensor(7.0)))}
 
 
