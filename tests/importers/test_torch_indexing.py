@@ -163,10 +163,11 @@ class Layouts(nn.Module):
         q3 = q.reshape(5, 2, 3)
         return {"padded": weighted(F.pad(q, (1, 2))) + weighted(F.pad(q3, (1, 0, -1, 1, 0, 2), value=3.0))
                           + weighted(F.pad(q, (0, 0))) + weighted(F.pad(q, (0, 0, -2, 0)))
-                          + weighted(F.pad(q, (-1, -2, 1, -1), value=-0.5)),
+                          + weighted(F.pad(q, (-1, -2, 1, -1), value=-0.5)) + weighted(F.pad(idx, (1, 2), value=3)),
                 "modes": weighted(F.pad(q3, (2, 1), mode="reflect")) + weighted(F.pad(q3, (1, 2), mode="replicate"))
                          + weighted(F.pad(q3, (1, 2), mode="circular")),
-                "flipped": weighted(torch.flip(q, [0, 1])) + weighted(torch.flip(q3, [-1])),
+                "flipped": weighted(torch.flip(q, [0, 1])) + weighted(torch.flip(q3, [-1]))
+                           + weighted(torch.flip(q, [])),
                 "rolled": weighted(torch.roll(q, 2, 1)) + weighted(torch.roll(q, (1, -1), (0, 1)))
                           + weighted(torch.roll(q, 3)) + weighted(torch.roll(q, 6, 1))
                           + weighted(torch.roll(q3, (1, 2, -1, 1), (0, 2, 1, 0))),
