@@ -57,6 +57,11 @@ def spread(x: str, shape: list, axis: int, step: int):
     return merged + index_text(nd, axis, f":{size}"), shape[:axis] + [size] + shape[axis + 1:]
 
 
+def widths(pads) -> tuple:
+    """(before, after) for H then W -> F.pad's widths, the last axis first."""
+    return (*pads[1], *pads[0])
+
+
 def convolved(c, x: str, xs: list, w: str, ws: list, stride, pads, dilation, groups: int) -> str:
     """The 4-D cross-correlation of x [N, C, H, W] with w [O, C / groups, kh, kw], pads one
     (before, after) per spatial axis (zeros), dilation the gaps between the weight's taps."""
@@ -64,7 +69,7 @@ def convolved(c, x: str, xs: list, w: str, ws: list, stride, pads, dilation, gro
         w, ws = spread(w, ws, axis, d)
     symmetric = all(lo == hi >= 0 for lo, hi in pads)
     if not symmetric:
-        x = padded(x, xs, (*pads[1], *pads[0]), "0.0")
+        x = padded(x, xs, widths(pads), "0.0")
     padding = text(tuple(lo for lo, _ in pads)) if symmetric else "(0, 0)"
     if groups == 1:
         return f"conv2d({x}, {w}, stride={text(tuple(stride))}, padding={padding})"
@@ -132,10 +137,6 @@ def pool_pads(c, nd: int, xs: list, kernel, stride, padding) -> tuple:
     ceil_mode's last window is dropped when it would start in the padding) reaches beyond."""
     out = four(c.shape, nd, False)[-2:]
     return tuple((p, max((o - 1) * s + k - n - p, 0)) for n, o, k, s, p in zip(xs[-2:], out, kernel, stride, padding))
-
-
-def widths(pads) -> tuple:
-    return (*pads[1], *pads[0])
 
 
 def pool_args(c, nd: int):
