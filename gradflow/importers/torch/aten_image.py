@@ -18,7 +18,7 @@ import numpy as np
 
 from gradflow.importers.torch.aten_conv import pair
 from gradflow.importers.torch.aten_index import integer
-from gradflow.importers.torch.aten_layout import padded
+from gradflow.importers.torch.aten_layout import interleaved, padded
 from gradflow.importers.torch.aten_nn import affine, batch_norm, normalized
 from gradflow.importers.torch.call import Parts, Unsupported, index_text, shape_text, text
 
@@ -64,9 +64,7 @@ def gathered(c, x: str, shape: list, d: int, index: list, suffix: str) -> str:
         return x + index_text(nd, d, f"{index[0]}:{index[-1] + 1}" + (f":{step}" if step > 1 else ""))
     k = m // n if n else 0
     if k > 1 and m == n * k and index == [j // k for j in range(m)]:
-        spread = shape[:d + 1] + [k] + shape[d + 1:]
-        return (f"reshape(broadcast_to(reshape({x}, {shape_text(shape[:d + 1] + [1] + shape[d + 1:])}), "
-                f"{text(tuple(spread))}), {shape_text(shape[:d] + [m] + shape[d + 1:])})")
+        return interleaved(x, shape, d, k)
     return f"take({x}, {positions(c, index, n, suffix)}, axis={d})"
 
 

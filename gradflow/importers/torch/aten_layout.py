@@ -137,10 +137,15 @@ def repeat_interleave(c):
     x, shape = c.args[0], list(c.shapes[0])
     if dim is None:
         x, shape, dim = f"reshape({x}, [{math.prod(shape)}])", [math.prod(shape)], 0
-    d = dim % len(shape)
+    return interleaved(x, shape, dim % len(shape), r)
+
+
+def interleaved(x: str, shape: list, d: int, r: int) -> str:
+    """x with each entry along axis d repeated r times in place: a new axis of 1 after d, broadcast
+    to r, merged into d."""
     spread = shape[:d + 1] + [r] + shape[d + 1:]
     return f"reshape(broadcast_to(reshape({x}, {shape_text(shape[:d + 1] + [1] + shape[d + 1:])}), " \
-           f"{text(tuple(spread))}), {shape_text(c.shape)})"
+           f"{text(tuple(spread))}), {shape_text(shape[:d] + [shape[d] * r] + shape[d + 1:])})"
 
 
 def movedim(c):
