@@ -12,8 +12,6 @@ axis's size, added to a negative index, is an integer made by ``argmax`` (``inte
 
 from __future__ import annotations
 
-import math
-
 from gradflow.importers.torch.call import Unsupported, shape_text, text
 
 
