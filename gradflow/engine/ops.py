@@ -262,6 +262,13 @@ defop("hardtanh", forward=lambda x, lo=-1.0, hi=1.0: np.clip(x, lo, hi),
       doc="x limited to [lo, hi] as clip, but the gradient passes only where lo < x < hi (edges excluded), "
           "as PyTorch's hardtanh and relu6 (hardtanh(x, lo=0, hi=6))",
       attrs={"lo": -1.0, "hi": 1.0}, **{**_EW, "shape": scalar_attrs_shape("lo", "hi")})
+defop("nan_to_num", forward=lambda x, nan=0.0, posinf=None, neginf=None:
+      np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
+      vjps=(lambda g, ans, x, nan=0.0, posinf=None, neginf=None: g * np.isfinite(x),),   # a multiply, as torch's
+      doc="x with NaN, inf and -inf replaced: by default 0 and the dtype's largest and smallest "
+          "finite numbers, as PyTorch's; no gradient where x is not finite",
+      attrs={"nan": 0.0, "posinf": None, "neginf": None}, reads=("inputs",),
+      **{**_EW, "out": "promote", "shape": scalar_attrs_shape("nan", "posinf", "neginf")})
 _EW2 = dict(group="elementwise", inputs=("a", "b"), shape=broadcast_shape)
 defop("maximum", forward=np.maximum, vjps=(extremum_vjp(0, np.greater), extremum_vjp(1, np.greater)),
       doc="elementwise larger of a and b; on ties each gets half the gradient", **_EW2)

@@ -70,3 +70,16 @@ def test_max_splitting_a_tie_keeps_float32_in_its_rule():
     g = np.ones(1, dtype=np.float32)
     grad = reduce_extreme_vjp(np.argmax)(g, np.max(x, axis=1), x, axis=1, ties="split")
     assert grad.dtype == np.float32 and grad.tolist() == [[0.5, 0.5, 0.0]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_to_num_replaces_infinities_by_the_tapes_own_largest_finite_numbers(dtype):
+    """float64's largest number is inf in float32: the default must be the run's dtype's, as torch's."""
+    tape = Tape(dtype)
+    x = tape.param(np.array([np.nan, np.inf, -np.inf, 1.5]))
+    out = tape.apply("nan_to_num", x)
+    big = np.finfo(dtype).max
+    assert out.value.dtype == dtype
+    np.testing.assert_array_equal(out.value, np.array([0.0, big, -big, 1.5], dtype=dtype))
+    grads = tape.backward(tape.apply("sum", out))
+    np.testing.assert_array_equal(grads[x.index], np.array([0, 0, 0, 1], dtype=dtype))

@@ -143,6 +143,7 @@ CASES: dict[str, list[Case]] = {
     "clip": unary(lo=-0.5, hi=0.5) + [Case("no-lo", normal((3, 4)), {"lo": None, "hi": 0.3}),
                                       Case("no-hi", normal((3, 4)), {"lo": -0.3, "hi": None})],
     "hardtanh": unary() + [Case("range", normal((3, 4)), {"lo": -0.3, "hi": 0.6})],
+    "nan_to_num": unary() + [Case("chosen", normal((3, 4)), {"nan": 0.5, "posinf": 2.0, "neginf": -2.0})],
     "maximum": binary(),
     "minimum": binary(),
     "where": [Case(f"{list(s)}", args(B(*s), N(*s), N(*s))) for s in SHAPES] + [

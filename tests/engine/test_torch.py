@@ -100,6 +100,7 @@ TORCH = {
     "softplus": F.softplus,
     "clip": lambda x, lo, hi: torch.clamp(x, lo, hi),
     "hardtanh": lambda x, lo=-1.0, hi=1.0: F.hardtanh(x, lo, hi),
+    "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None: torch.nan_to_num(x, nan, posinf, neginf),
     "maximum": torch.maximum, "minimum": torch.minimum,
     "where": lambda cond, a, b: torch.where(cond != 0, a, b),
     "sum": reduction(torch.sum), "mean": reduction(torch.mean), "max": reduction(torch.amax),

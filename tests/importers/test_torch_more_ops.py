@@ -185,7 +185,10 @@ class Fills(nn.Module):
         z, n = x + self.w, torch.arange(1.0, 6.0)     # x: nan, inf, -inf, 1, 2
         return {"defaults": (torch.nan_to_num(z) * n * 1e-300).sum(),
                 "chosen": (torch.nan_to_num(z, nan=0.5, posinf=7.0, neginf=-9.0) * n).sum()
-                          + torch.nan_to_num(z, posinf=float("inf")).clamp(max=100).sum()}
+                          + torch.nan_to_num(z, posinf=float("inf")).clamp(max=100).sum(),
+                "scaled": (torch.nan_to_num(z) * 1e-30 * n).sum(),
+                "infinite": (torch.nan_to_num(z, nan=float("inf"), posinf=-float("inf"), neginf=3.0)
+                             .clamp(-50, 60) * n).sum()}
 
 
 def step():
@@ -197,6 +200,17 @@ def test_import_nan_to_num_replaces_as_torch_with_no_gradient_where_not_finite(s
     path, _ = step_file(FILLS)
     report = check(path, "step", same_as_torch)
     assert (report.grad("w", "chosen")[:3] == 0).all()
+
+
+def test_import_nan_to_num_in_float32_replaces_inf_by_float32s_largest_number(step_file):
+    """float64's largest number, torch's default for the float64 tensors of the import, is inf in a
+    float32 run: the loss would be inf where torch's own float32 run is finite."""
+    import gradflow
+    path, _ = step_file(FILLS)
+    report = gradflow.analyze(gradflow.load(f"{path}:step", dtype="float32"))
+    z = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0, 2.0]) + torch.tensor([1.0, -2.0, 3.0, 0.5, 4.0])
+    value = next(loss.value for loss in report.losses if loss.name == "scaled")
+    assert np.isclose(value, (torch.nan_to_num(z) * 1e-30 * torch.arange(1.0, 6.0)).sum().item(), rtol=1e-6)
 
 
 ACTIVATIONS = f"""

@@ -75,13 +75,23 @@ def x_log_y(c):
 
 
 def nan_to_num(c):
-    """NaN, inf and -inf replaced (by default 0 and float64's largest finite numbers: the import is in
-    float64); no gradient where x is not finite, as torch's."""
-    x, big = c.args[0], 1.7976931348623157e308
-    nan, pos, neg = c.arg(1, "nan", 0.0), c.arg(2, "posinf"), c.arg(3, "neginf")
-    pos, neg, inf = big if pos is None else pos, -big if neg is None else neg, operand(float("inf"))
-    return (f"where(not_equal({x}, {x}), {text(0.0 if nan is None else nan)}, where(equal({x}, {inf}), "
-            f"{operand(pos)}, where(equal({x}, -{inf}), {operand(neg)}, {x})))")
+    """gradflow's own nan_to_num, whose default replacements for inf and -inf are the run's dtype's
+    largest finite numbers, as torch's are its tensor's (float64's would overflow a float32 run).
+    An infinite replacement, which an attribute cannot hold, is put in by a where."""
+    x, given, infinite = text(c.args[0]), {}, []
+    picks = {"nan": f"not_equal({x}, {x})", "posinf": f"equal({x}, {operand(float('inf'))})",
+             "neginf": f"equal({x}, {operand(float('-inf'))})"}
+    for k, name in enumerate(picks, start=1):
+        value = c.arg(k, name)
+        if isinstance(value, float) and value in (float("inf"), float("-inf")):
+            infinite.append((picks[name], value))
+            value = 0.0
+        if value is not None:
+            given[name] = value
+    out = f"nan_to_num({', '.join([x] + [f'{k}={text(v)}' for k, v in given.items()])})"
+    for picked, value in infinite:
+        out = f"where({picked}, {operand(value)}, {out})"
+    return out
 
 
 MATH_OPS = {
