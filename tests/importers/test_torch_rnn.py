@@ -61,6 +61,9 @@ def test_import_unrolls_a_layer_into_lines_named_by_layer_direction_and_position
     names = {line.targets[0]: line for line in import_python(f"{path}:step").graph}
     assert {"lstm_h1", "lstm_c5", "lstm_1_l2_reverse_h1", "lstm_1_l0_h5", "lstm_1_h_n", "lstm_1_c_n"} <= set(names)
     assert names["lstm_h2"].expr == "sigmoid(lstm_gates2[..., 12:16]) * tanh(lstm_c2)"
+    # a position's two directions are joined once, on a line both directions of the next layer read
+    assert names["lstm_1_l0_out3"].expr == "concat([lstm_1_l0_h3, lstm_1_l0_reverse_h3], axis=-1)"
+    assert sum(line.expr.count("concat([lstm_1_l1_h3,") for line in names.values()) == 1
 
 
 CELLS = """

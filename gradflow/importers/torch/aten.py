@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gradflow.importers.torch.aten_image import IMAGE_OPS
 from gradflow.importers.torch.aten_math import MATH_OPS
-from gradflow.importers.torch.aten_nn import NN_OPS
+from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
 from gradflow.importers.torch.aten_rnn import RNN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
@@ -58,8 +58,7 @@ def div(c):
 
 
 def linear(c):
-    x, w, b = c.args[0], c.args[1], c.arg(2, "bias")
-    return f"linear({x}, {w}, {b})" if b is not None else f"{x} @ transpose({w})"
+    return linear_of(c.args[0], c.args[1], c.arg(2, "bias"))
 
 
 def addmm(c):

@@ -30,7 +30,7 @@ def literal(v) -> str:
     return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
 
 
-def constant(c, values, suffix: str) -> str:
+def vector_line(c, values, suffix: str) -> str:
     """A line holding a constant float vector (a stack of literals, in pieces if long); its name."""
     pieces, piece, size = [], [], 0
     for item in map(literal, values):
@@ -49,8 +49,8 @@ def constant(c, values, suffix: str) -> str:
 def positions(c, index: list, n: int, suffix: str) -> str:
     """A line holding the integer vector ``index`` (entries below n): where each row of
     equal(index as a column, 0..n-1) is 1."""
-    column = f"reshape({constant(c, index, suffix + '_at')}, [{len(index)}, 1])"
-    return c.line(f"argmax(equal({column}, {constant(c, range(n), suffix + '_of')}), axis=1)", suffix)
+    column = f"reshape({vector_line(c, index, suffix + '_at')}, [{len(index)}, 1])"
+    return c.line(f"argmax(equal({column}, {vector_line(c, range(n), suffix + '_of')}), axis=1)", suffix)
 
 
 def gathered(c, x: str, shape: list, d: int, index: list, suffix: str) -> str:
@@ -133,7 +133,7 @@ def linear(k: int):
             n, m = shape[d], c.shape[d]
             first, second, w0, w1 = linear_index(n, m, align, scale)
             lined = shape_text([m] + [1] * (len(shape) - d - 1))
-            terms = [f"{gathered(c, x, shape, d, index, f'src{i}_{t}')} * reshape({constant(c, w, f'weight{i}_{t}')}, {lined})"
+            terms = [f"{gathered(c, x, shape, d, index, f'src{i}_{t}')} * reshape({vector_line(c, w, f'weight{i}_{t}')}, {lined})"
                      for t, (index, w) in enumerate(((first, w0), (second, w1)))]
             x = " + ".join(terms)
             shape[d] = m
@@ -249,7 +249,7 @@ def embedding_bag(c):
     n, bags = c.shapes[1][0], c.shapes[2][0] - (1 if last else 0)
     starts = f"{offsets}[:{bags}]"
     ends = f"{offsets}[1:]" if last else f"concat([{offsets}[1:], broadcast_to({float(n)!r}, (1,))])"
-    at = constant(c, range(n), "at")
+    at = vector_line(c, range(n), "at")
     member = f"less_equal(reshape({starts}, [{bags}, 1]), {at}) * less({at}, reshape({ends}, [{bags}, 1]))"
     if pad is not None and pad >= 0:
         member = f"{member} * not_equal({idx}, {float(pad)!r})"

@@ -22,7 +22,7 @@ def zero_of(kind: str) -> str:
     return "0" if kind == "int" else "0.0"
 
 
-def constant(c, value) -> str:
+def fill_value(c, value) -> str:
     """A fill value in the output's kind: gradflow holds booleans as 0/1 floats."""
     if c.kind == "int":
         if value != int(value):
@@ -77,11 +77,11 @@ def edges(x: str, shape: list, d: int, lo: int, hi: int, fill: str, mode: str) -
 def pad(c):
     mode = c.arg(2, "mode", "constant")
     value = c.arg(3, "value") if mode == "constant" else None
-    return padded(c.args[0], c.shapes[0], c.args[1], constant(c, value or 0), mode, c.line)
+    return padded(c.args[0], c.shapes[0], c.args[1], fill_value(c, value or 0), mode, c.line)
 
 
 def constant_pad_nd(c):
-    return padded(c.args[0], c.shapes[0], c.args[1], constant(c, c.arg(2, "value", 0)))
+    return padded(c.args[0], c.shapes[0], c.args[1], fill_value(c, c.arg(2, "value", 0)))
 
 
 def flip(c):
@@ -169,7 +169,7 @@ def narrow(c):
 
 def new_filled(value):
     """x.new_zeros(size), new_ones, new_full(size, v): a constant of that size, x's kind or dtype's."""
-    return lambda c: filled(constant(c, c.args[2] if value is None else value), c.args[1])
+    return lambda c: filled(fill_value(c, c.args[2] if value is None else value), c.args[1])
 
 
 def on_diagonal(x: str, pre: list, n: int, k: int, zero: str) -> str:

@@ -160,6 +160,11 @@ def affine(expr: str, w, b, shape) -> str:
     return expr
 
 
+def linear_of(x: str, w: str, b) -> str:
+    """x @ w.T (+ b), as torch's linear: gradflow's own linear when there is a bias."""
+    return f"linear({x}, {w}, {b})" if b is not None else f"{x} @ transpose({w})"
+
+
 def layer_norm(c):
     shape, w, b, eps = c.args[1], c.arg(2, "weight"), c.arg(3, "bias"), c.arg(4, "eps", 1e-5)
     if len(shape) == 1 and w is not None and b is not None:

@@ -11,13 +11,10 @@ are torch's.
 
 from __future__ import annotations
 
+from gradflow.importers.torch.aten_nn import linear_of
 from gradflow.importers.torch.call import Alias, Parts, Unsupported
 
 KINDS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
-
-
-def affine(x: str, w: str, b) -> str:
-    return f"linear({x}, {w}, {b})" if b is not None else f"{x} @ transpose({w})"
 
 
 def gates(g: str, n: int, size: int) -> list:
@@ -33,17 +30,17 @@ def step(c, kind: str, x: str, state: tuple, weights: tuple, size: int, prefix: 
     w_ih, w_hh, b_ih, b_hh = weights
     h = state[0]
     if kind == "lstm":
-        g = line(f"{affine(x, w_ih, b_ih)} + {affine(h, w_hh, b_hh)}", "gates")
+        g = line(f"{linear_of(x, w_ih, b_ih)} + {linear_of(h, w_hh, b_hh)}", "gates")
         i, f, z, o = gates(g, 4, size)
         new = line(f"sigmoid({f}) * {state[1]} + sigmoid({i}) * tanh({z})", "c")
         return line(f"sigmoid({o}) * tanh({new})", "h"), new
     if kind == "gru":
-        gi, gh = line(affine(x, w_ih, b_ih), "gi"), line(affine(h, w_hh, b_hh), "gh")
+        gi, gh = line(linear_of(x, w_ih, b_ih), "gi"), line(linear_of(h, w_hh, b_hh), "gh")
         (ri, zi, ni), (rh, zh, nh) = gates(gi, 3, size), gates(gh, 3, size)
         n = line(f"tanh({ni} + sigmoid({ri} + {rh}) * {nh})", "n")
         return (line(f"({h} - {n}) * sigmoid({zi} + {zh}) + {n}", "h"),)   # aten's form of (1 - z) n + z h
     act = "tanh" if kind == "rnn_tanh" else "relu"
-    return (line(f"{act}({affine(x, w_ih, b_ih)} + {affine(h, w_hh, b_hh)})", "h"),)
+    return (line(f"{act}({linear_of(x, w_ih, b_ih)} + {linear_of(h, w_hh, b_hh)})", "h"),)
 
 
 def cell(kind: str):
@@ -85,6 +82,8 @@ def layers(kind: str):
                 finals.append(runs[-1][0 if d else -1])   # where each direction ends
             inputs = [h[0] if dirs == 1 else f"concat([{h[0]}, {r[0]}], axis=-1)" for h, r in
                       zip(runs[0], runs[-1])]
+            if dirs == 2 and layer + 1 < depth:   # read by both directions of the next layer: a line each
+                inputs = [c.line(v, f"l{layer}_out{t + 1}") for t, v in enumerate(inputs)]
         axis = 1 if batch_first else 0
         outputs = [c.line(f"stack([{', '.join(inputs)}], axis={axis})", "output")]
         for i, what in enumerate(("h_n", "c_n")[:len(initial)]):
