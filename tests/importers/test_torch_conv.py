@@ -1,6 +1,6 @@
 """Convolutions and pools against PyTorch: conv1d, grouped and depthwise convolutions, dilation,
 string padding, transposed convolutions (output_padding, groups), max and average pools with
-padding and ceil_mode (count_include_pad both ways, divisor_override), ties in max pools, 1-D
+padding, ceil_mode and dilation (count_include_pad both ways, divisor_override), ties in max pools, 1-D
 pools and adaptive pools; a ResNet stem and a DCGAN generator block end to end. Values and
 gradients compared."""
 
@@ -100,7 +100,11 @@ class Pools(nn.Module):
                        + F.avg_pool1d(s, 4, 3, padding=2, count_include_pad=False, ceil_mode=True).square().sum()
                        + F.adaptive_avg_pool1d(s, 4).square().sum() + F.adaptive_avg_pool1d(s, 3).sin().sum(),
                 "adaptive": F.adaptive_avg_pool2d(h, (3, 4)).square().sum()
-                            + F.adaptive_avg_pool2d(h, (7, 4)).sin().sum()}
+                            + F.adaptive_avg_pool2d(h, (7, 4)).sin().sum(),
+                "dilated": F.max_pool2d(h, 2, dilation=2).square().sum()
+                           + F.max_pool2d(h, (3, 2), (1, 2), padding=(1, 1), dilation=(2, 3),
+                                          ceil_mode=True).sin().sum()
+                           + F.max_pool1d(s, 3, 2, padding=1, dilation=3, ceil_mode=True).square().sum()}
 
 
 def step():
@@ -128,7 +132,8 @@ class Ties(nn.Module):
         return {"padded": (F.max_pool2d(x, 3, 2, padding=1) * self.scale).sum(),
                 "ceiled": (F.max_pool2d(x, 2, 2, ceil_mode=True) * self.scale).sum()
                         + (F.max_pool2d(x, 3, 1, padding=1)[..., :3, :3] * self.scale).sum(),
-                "seq": (F.max_pool1d(self.line, 3, 2, padding=1, ceil_mode=True) * torch.arange(4.0)).sum()}
+                "seq": (F.max_pool1d(self.line, 3, 2, padding=1, ceil_mode=True) * torch.arange(4.0)).sum(),
+                "dilated": (F.max_pool2d(x, 2, 1, padding=1, dilation=2)[..., :3, :3] * self.scale).sum()}
 
 
 def step():
@@ -141,6 +146,9 @@ def test_import_max_pool_ties_give_the_gradient_to_the_first_entry_of_the_window
     report = check(path, "step", same_as_torch)
     # the ResNet stem's pool: windows start at -1, 1 and 3, each picking its first entry in the input
     assert report.grad("flat", "padded")[0, 0, 0].tolist() == [1.0, 2.0, 0.0, 3.0, 0.0]
+    # taps 2 apart: windows 0 and 2 of a row read columns (-1, 1) and (1, 3), window 1 reads (0, 2);
+    # each gives its first tap in the input all of the gradient (rows alike: 0 and 2 go to row 1)
+    assert report.grad("flat", "dilated")[0, 0, 1].tolist() == [2.0 + 8.0, 1.0 + 3.0 + 7.0 + 9.0, 0.0, 0.0, 0.0]
 
 
 NETS = """

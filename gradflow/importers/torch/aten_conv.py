@@ -147,14 +147,22 @@ def pool_args(c, nd: int):
 
 
 def max_pool(nd: int):
+    """A dilated pool (taps d apart) is the max over its taps, each a strided slice, stacked last:
+    the gradient goes to the first maximal tap in the window's row-major order, as torch's."""
     def handler(c):
         x, xs, kernel, stride, padding = pool_args(c, nd)
-        if set(pair(c.arg(4, "dilation", 1), nd, 1)) != {1}:
-            raise Unsupported(f"with dilation={c.arg(4, 'dilation', 1)!r}")
-        pads = pool_pads(c, nd, xs, kernel, stride, padding)
+        dilation = pair(c.arg(4, "dilation", 1), nd, 1)
+        spans = tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel))
+        pads = pool_pads(c, nd, xs, spans, stride, padding)
         if any(lo or hi for lo, hi in pads):
             x = padded(x, xs, widths(pads), operand(float("-inf")))
-        return back(c, f"max_pool2d({x}, {text(kernel)}, {text(stride)})", nd, False)
+        if dilation == (1, 1):
+            return back(c, f"max_pool2d({x}, {text(kernel)}, {text(stride)})", nd, False)
+        x = c.line(x, "input") if x != c.args[0] else x
+        (oh, ow), (sh, sw), (dh, dw) = four(c.shape, nd, False)[-2:], stride, dilation
+        taps = [f"{x}[..., {i * dh}:{i * dh + (oh - 1) * sh + 1}:{sh}, {j * dw}:{j * dw + (ow - 1) * sw + 1}:{sw}]"
+                for i in range(kernel[0]) for j in range(kernel[1])]
+        return back(c, f"max(stack([{', '.join(taps)}], axis=-1), axis=-1)", nd, False)
     return handler
 
 
