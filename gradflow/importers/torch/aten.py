@@ -7,9 +7,11 @@ whole table ``OPS`` from its shape and neural-network parts.
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_image import IMAGE_OPS
+from gradflow.importers.torch.aten_losses import LOSS_OPS
 from gradflow.importers.torch.aten_math import MATH_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
 from gradflow.importers.torch.aten_rnn import RNN_OPS
+from gradflow.importers.torch.aten_scan import SCAN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
 
@@ -306,4 +308,6 @@ OPS = {
     **NN_OPS,
     **RNN_OPS,
     **IMAGE_OPS,
+    **LOSS_OPS,
+    **SCAN_OPS,
 }
