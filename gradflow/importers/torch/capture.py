@@ -10,6 +10,7 @@ their arguments' values while export runs (see ``watching``).
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ import torch.utils.checkpoint
 
 from gradflow.errors import ModelError
 from gradflow.importers.document import Source
-from gradflow.importers.torch.functions import TensorArg
+from gradflow.importers.torch.functions import TensorArg, refusal
 from gradflow.importers.torch.places import (display, exit_call, frame_source, is_user_frame, set_by_user,
                                              set_in_user_code, user_source, users_failure)
 
@@ -55,7 +56,6 @@ class FunctionCall:
     cls: type
     source: Source | None
     args: list                       # non-tensor arguments as given, tensors as their (shape, dtype)
-    tensor_output: bool = True
 
 
 @dataclass
@@ -144,10 +144,10 @@ def fencing(recorder: Recorder, apply):
             out = apply.__func__(cls, *args, **kwargs)
         finally:
             recorder.depth -= 1
-        if isinstance(out, torch.Tensor):
-            return function_output(out, call)
-        recorder.calls[call].tensor_output = False
-        return out
+        if not isinstance(out, torch.Tensor):   # export inlines its forward: its backward would go unseen
+            raise refusal(recorder.calls[call], "it returns more than one tensor" if isinstance(out, (tuple, list))
+                          else f"it returns {type(out).__name__}, not a tensor")
+        return function_output(out, call)
     return classmethod(fenced_apply)
 
 
@@ -203,22 +203,54 @@ def inference_as_no_grad():
     return enter, exit_
 
 
+def refused_in_forward(real, message: str):
+    """``real`` refused with ``message`` where the user's forward calls it; torch's own calls pass."""
+    def call(*args, **kwargs):
+        caller = sys._getframe(1)
+        if not is_user_frame(caller):
+            return real(*args, **kwargs)
+        at = frame_source(caller)
+        raise ModelError(message, display(at.path), at.line, at.col)
+    return call
+
+
 def autograd_refused(grad, backward):
     """torch.autograd.grad and Tensor.backward refused where the user's forward calls them (a
     gradient penalty, R1): export cannot trace a gradient inside the step, and fails later with
-    words of its own about fake tensors. torch's own calls pass through."""
+    words of its own about fake tensors."""
     def refuse(real, spelled):
-        def call(*args, **kwargs):
-            caller = sys._getframe(1)
-            if not is_user_frame(caller):
-                return real(*args, **kwargs)
-            at = frame_source(caller)
-            raise ModelError(f"{spelled} in the step's forward cannot be imported: gradflow analyses a "
-                             "step's first-order gradients, not gradients of gradients (a gradient penalty, R1); "
-                             "leave the penalty out of the step checked, or compute it outside forward",
-                             display(at.path), at.line, at.col)
-        return call
+        return refused_in_forward(real, f"{spelled} in the step's forward cannot be imported: gradflow analyses "
+                                        "a step's first-order gradients, not gradients of gradients (a gradient "
+                                        "penalty, R1); leave the penalty out of the step checked, or compute it "
+                                        "outside forward")
     return refuse(grad, "torch.autograd.grad()"), refuse(backward, ".backward()")
+
+
+HOOKS = ("export does not record hooks, so gradflow would report the gradient as if it were not there; "
+         "leave the hook out of the step checked (behind a flag, say)")
+
+
+def hook_refused(register):
+    """Tensor.register_hook refused in the user's forward: the hook may change the gradient."""
+    return refused_in_forward(register, f"a gradient hook cannot be imported: {HOOKS}")
+
+
+def hooks_refused(module: torch.nn.Module, fallback: Source) -> None:
+    """Gradient hooks already on the step's parameters or modules, or on every module, refused
+    where the hook is defined (else at FUNC's def line): what a hook does to a gradient, export
+    does not see."""
+    hooked = [(f"parameter {name!r}", p._backward_hooks) for name, p in module.named_parameters() if p.requires_grad]
+    hooked += [(f"module {name!r}" if name else "the step's module", {**m._backward_hooks, **m._backward_pre_hooks})
+               for name, m in module.named_modules()]
+    hooked.append(("every module", {**torch.nn.modules.module._global_backward_hooks,
+                                    **torch.nn.modules.module._global_backward_pre_hooks}))
+    for what, hooks in hooked:
+        if hooks:
+            code = getattr(inspect.unwrap(getattr(next(iter(hooks.values())), "func", None)
+                                          or next(iter(hooks.values()))), "__code__", None)
+            at = Source(code.co_filename, code.co_firstlineno, 1) if code else fallback
+            raise ModelError(f"a gradient hook on {what} cannot be imported: {HOOKS}", display(at.path),
+                             at.line, at.col)
 
 
 def autocast_as_nothing():
@@ -235,8 +267,8 @@ def autocast_as_nothing():
 
 @contextmanager
 def watching(recorder: Recorder):
-    """Patch node creation, Function.apply, Tensor.data, requires_grad, autograd.grad, inference_mode
-    and autocast for the duration of one export, and turn off the value checks of ``torch.distributions`` that the
+    """Patch node creation, Function.apply, Tensor.data, requires_grad, autograd.grad, register_hook,
+    inference_mode and autocast for the duration of one export, and turn off the value checks of ``torch.distributions`` that the
     user did not ask for: ``Categorical(logits=...)`` checks by default that its arguments are
     valid, an ``if`` on tensor values that export cannot trace and that changes no gradient."""
     checks = torch.distributions.Distribution._validate_args
@@ -249,6 +281,8 @@ def watching(recorder: Recorder):
     torch.Tensor.requires_grad, torch.Tensor.requires_grad_ = requires_grad_watched(recorder)
     grad, backward = torch.autograd.grad, torch.Tensor.backward
     torch.autograd.grad, torch.Tensor.backward = autograd_refused(grad, backward)
+    register_hook = torch.Tensor.register_hook
+    torch.Tensor.register_hook = hook_refused(register_hook)
     torch.autograd.Function.apply = fencing(recorder, apply)
     torch.Tensor.data = data_as_detach(recorder)
     inference.__enter__, inference.__exit__ = inference_as_no_grad()
@@ -262,6 +296,7 @@ def watching(recorder: Recorder):
         torch.fx.Graph.create_node = create_node
         del torch.Tensor.requires_grad, torch.Tensor.requires_grad_   # back to TensorBase's own
         torch.autograd.grad, torch.Tensor.backward = grad, backward
+        torch.Tensor.register_hook = register_hook
         torch.autograd.Function.apply = apply
         del torch.Tensor.data   # back to TensorBase's own descriptor
         inference.__enter__, inference.__exit__ = enter, exit_
@@ -270,6 +305,7 @@ def watching(recorder: Recorder):
 
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
     """(ExportedProgram, Recorder) of ``module(*inputs)`` in the training IR."""
+    hooks_refused(module, fallback)
     recorder = Recorder(boundary=sys._getframe(), module=module)
     with users_failure(export_message, fallback), watching(recorder):   # torch refused the user's code, or it exited
         program = torch.export.export(module, inputs, strict=False)

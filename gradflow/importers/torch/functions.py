@@ -37,15 +37,18 @@ class Kind:
     factor: float = 1.0
 
 
+def refusal(call, why: str) -> ModelError:
+    """The located error refusing one recorded Function call, saying why."""
+    at = call.source
+    return ModelError(f"custom autograd Function {call.cls.__name__!r} cannot be analysed: {why}; "
+                      f"gradflow recognises {KNOWN}", display(at.path) if at else None,
+                      at.line if at else 1, at.col if at else 1)
+
+
 def classify(call) -> Kind:
     """The Kind of one recorded Function call, or a located ModelError."""
     def refuse(why: str):
-        at = call.source
-        return ModelError(f"custom autograd Function {call.cls.__name__!r} cannot be analysed: {why}; "
-                          f"gradflow recognises {KNOWN}", display(at.path) if at else None,
-                          at.line if at else 1, at.col if at else 1)
-    if not call.tensor_output:
-        raise refuse("it returns more than one tensor")
+        return refusal(call, why)
     generator = torch.Generator().manual_seed(0)
     args = [probe_value(a, generator) for a in call.args]
     floats = sum(1 for a in args if isinstance(a, torch.Tensor) and a.requires_grad)
