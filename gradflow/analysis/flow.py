@@ -35,6 +35,7 @@ class Cut:
     line: int
     col: int
     file: str | None = None   # the model file, or an imported model's Python file
+    zeros: str | None = None  # where a gradient dies at a product: its factor that is all zeros, a parameter
 
     def to_dict(self) -> dict:
         return {"node": self.node, "op": self.op, "kind": self.kind, "file": self.file,
@@ -45,6 +46,11 @@ class Cut:
         if self.file is None or self.file == model_path:
             return f"line {self.line}:{self.col}"
         return f"{self.file}:{self.line}:{self.col}"
+
+    def said(self, model_path: str | None = None) -> str:
+        """'matmul in h (line 12:7)', and where it multiplies by a parameter of zeros, which one."""
+        text = f"{self.op} in {self.node} ({self.where(model_path)})"
+        return text if self.zeros is None else f"{text}, where its factor {self.zeros} is all zeros"
 
 
 def cut_of(index: int, node, kind: str) -> Cut:

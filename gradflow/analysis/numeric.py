@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
@@ -117,12 +118,32 @@ def dies_at(graph, grads: list, param, open_) -> list:
         share = defaultdict(lambda: None)   # what this node alone passes back (only its inputs')
         pass_on(node, grads[i], share, False)
         if any(all_zero(share[p.index]) for p in dead):
-            places.append(cut_of(i, node, "zero"))
+            places.append(replace(cut_of(i, node, "zero"), zeros=zero_factor(graph, node, zero)))
         else:   # it passes gradient on, which other nodes' shares cancel where they add up
             cancelled.update((p.index, p) for p in dead)
     places += [cut_of(i, p, "zero") for i, p in sorted(cancelled.items(), reverse=True)
                if p.op is not None and not renamed(p, param) and all(c.index != i for c in places)]
     return places
+
+
+PRODUCTS = frozenset({"mul", "matmul", "linear", "conv2d"})   # a factor of zeros passes zero to the others
+REARRANGED = frozenset({"transpose", "permute", "reshape", "flatten", "expand_dims", "squeeze", "broadcast_to",
+                        "getitem"})
+
+
+def zero_factor(graph, node, zero) -> str | None:
+    """The parameter whose zeros make a product pass zero back (LoRA's B at its init, a gate or
+    scale initialised to 0), seen through rearrangements such as its transpose; else None."""
+    if node.op.name not in PRODUCTS:
+        return None
+    for factor in node.parents[:2]:
+        if factor.index in zero or factor.value is None or np.any(factor.value):
+            continue
+        while factor.op is not None and factor.op.name in REARRANGED:
+            factor = factor.parents[0]
+        if factor.index in graph.param_names:
+            return graph.param_names[factor.index]
+    return None
 
 
 def renamed(node, param) -> bool:

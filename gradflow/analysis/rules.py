@@ -71,7 +71,7 @@ def listing(names: list, most: int = 6) -> str:
 
 
 def places(cuts, path) -> str:
-    return " and ".join(f"{c.op} in {c.node} ({c.where(path)})" for c in cuts)
+    return " and ".join(c.said(path) for c in cuts)
 
 
 def cause(pair) -> tuple:

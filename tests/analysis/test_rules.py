@@ -162,6 +162,32 @@ losses: [loss]
     assert ("GF107", "warning", "w") in found
 
 
+LOW_RANK = """
+gradflow: 1
+inputs:
+  x: {shape: [2, 4]}
+params:
+  a: {shape: [3, 4]}
+  b: {shape: [5, 3], init: zeros}
+  gate: {shape: [5], init: zeros}
+graph:
+  h: (x @ transpose(a)) @ transpose(b)
+  loss: sum(h) + sum(relu(gate - 1.0) * 2.0)
+losses: [loss]
+"""
+
+
+def test_gf107_names_the_parameter_of_zeros_a_zero_gradient_dies_multiplied_by(write_model):
+    """LoRA's B starts at zeros, so A's first gradient is exactly zero: the finding says why, in the
+    message (the table and `why` say it alike), and the JSON's dies_at keeps cut_by's shape."""
+    report = gradflow.analyze(gradflow.load(write_model(LOW_RANK)))
+    [finding] = [f for f in report.findings if f.rule == "GF107" and f.params == ["a"]]
+    assert finding.message.endswith("it dies at matmul in h (line 9:6), where its factor b is all zeros")
+    assert "all zeros" not in report.pair("gate", "loss").dies_at[0].said()   # a dead ReLU: no factor
+    assert set(report.to_dict()["params"][0]["grads"]["loss"]["dies_at"][0]) == {
+        "node", "op", "kind", "file", "line", "col"}
+
+
 def test_gf108_and_gf109_thresholds(write_model):
     text = HEAD + """
 graph:

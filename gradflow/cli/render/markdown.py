@@ -16,7 +16,8 @@ def cell(pair, intent: str) -> str:
     if cuts:
         text += " (" + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in cuts) + ")"
     if pair.dies_at:
-        text += " (dies at " + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in pair.dies_at) + ")"
+        text += " (dies at " + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}"
+                                         + (f", `{c.zeros}` all zeros" if c.zeros else "") for c in pair.dies_at) + ")"
     if intent == "intended" and pair.status == "unreachable":   # no path at all needs no word
         return text
     return text + {"intended": " *(intended)*", "problem": " **(not as intended)**"}.get(intent, "")

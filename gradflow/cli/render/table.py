@@ -32,7 +32,7 @@ def number(x) -> str:
 
 
 def place(c, path: str | None = None) -> str:
-    return f"{c.op} in {c.node} ({c.where(path)})"
+    return c.said(path)
 
 
 class Notes:

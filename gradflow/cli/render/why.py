@@ -27,7 +27,7 @@ def render(param: str, results, no_color: bool, model_path: str | None = None, f
             head.append(f" (norm {pair.norm:.3g})")
         out.print(head)
         for place in pair.dies_at:
-            out.print(f"  the gradient dies at {place.op} in {place.node} ({shown(place.where(model_path))})",
+            out.print(f"  the gradient dies at {shown(place.said(model_path))}",
                       style="yellow", markup=False)
         if pair.status == "zero" and not pair.dies_at:
             out.print("  the paths' gradients are not zero, but cancel each other out in the parameter",
