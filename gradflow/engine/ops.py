@@ -44,13 +44,18 @@ from gradflow.engine.kernels import (
 )
 from gradflow.engine.kernels_nn import (
     attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x,
-    cosine_similarity, cosine_vjp, embedding, embedding_vjp, gelu_exact, gelu_exact_vjp, linear, linear_vjp_w,
+    cosine_similarity, cosine_vjp, embedding, embedding_vjp, erf, gelu_exact, gelu_exact_vjp, linear, linear_vjp_w,
     silu, silu_vjp,
+)
+from gradflow.engine.kernels_scan import (
+    argsort, cumprod_vjp, erf_vjp, erfc, logcumsumexp_vjp, reversed_cumsum, running_arg, scatter, scatter_add,
+    scatter_vjp_src, scatter_vjp_x,
 )
 from gradflow.engine.shapes import (
     arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
     index_shape, matmul_shape, multinomial_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
-    scalar_attrs_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape, transpose_shape,
+    scalar_attrs_shape, scan_shape, scatter_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape,
+    transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
     attention_shape, batch_norm_shape, bce_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape,
@@ -253,6 +258,10 @@ defop("gelu", forward=lambda x, approximate="tanh": gelu(x) if approximate == "t
 defop("silu", forward=silu, vjps=(silu_vjp,), doc="x * sigmoid(x) (swish)", **_EW)
 defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: g * sigmoid(x),),
       doc="log(1 + e ** x), computed without overflow", **_EW)
+defop("erf", forward=erf, vjps=(erf_vjp,), doc="the error function: 2 / sqrt(pi) times the integral of "
+      "e ** -t ** 2 from 0 to x", **_EW)
+defop("erfc", forward=erfc, vjps=(lambda g, ans, x: -erf_vjp(g, ans, x),),
+      doc="1 - erf(x), computed without cancellation where erf(x) is near 1", **_EW)
 defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
       vjps=(clip_vjp,),
       doc="x limited to [lo, hi] (either may be None); gradient passes where lo <= x <= hi",
@@ -308,6 +317,17 @@ defop("var", forward=lambda x, axis=None, keepdims=False: np.var(x, axis=axis, k
 defop("norm", forward=lambda x, axis=None, keepdims=False: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
       vjps=(norm_vjp,), doc="L2 norm over axis; gradient 0 at a zero norm", out="float", **_RED)
 
+# ================================================================ scans
+_SCAN = dict(group="scans", inputs=("x",), shape=scan_shape, attrs={"axis": REQUIRED})
+defop("cumsum", forward=lambda x, axis: np.cumsum(x, axis=axis),
+      vjps=(lambda g, ans, x, axis: reversed_cumsum(g, axis),), doc="running sum along axis", reads=(), **_SCAN)
+defop("cumprod", forward=lambda x, axis: np.cumprod(x, axis=axis), vjps=(cumprod_vjp,),
+      doc="running product along axis; its gradient is PyTorch's, exact where x holds zeros", **_SCAN)
+defop("logcumsumexp", forward=lambda x, axis: np.logaddexp.accumulate(x, axis=axis, dtype=np.result_type(x, 0.0)),
+      vjps=(logcumsumexp_vjp,), out="float",
+      doc="log of the running sum of exp(x) along axis, computed without overflow; the gradient is "
+          "PyTorch's, NaN at an entry whose result is -inf", **_SCAN)
+
 # ================================================================ shape
 _SH = dict(group="shape", inputs=("x",), out="first")
 defop("getitem", "shape", ("x",), lambda x, index=(): x[index], (getitem_vjp,), index_shape,
@@ -341,6 +361,14 @@ defop("take_along_axis", "shape", ("x", "idx"),
       (take_along_axis_vjp, None), take_along_axis_shape,
       "x's entries at idx along axis, idx with x's number of axes (numpy rules)",
       attrs={"axis": REQUIRED}, out="first", int_inputs=(1,))
+defop("scatter", "shape", ("x", "idx", "src"), scatter, (scatter_vjp_x, None, scatter_vjp_src), scatter_shape,
+      "x with src written at idx along axis (idx as take_along_axis's, src broadcast to it); of repeated "
+      "indices the last along axis is written, as PyTorch's scatter on CPU, and each gets its place's gradient",
+      attrs={"axis": REQUIRED}, int_inputs=(1,))
+defop("scatter_add", "shape", ("x", "idx", "src"), scatter_add,
+      (lambda g, ans, x, idx, src, axis: g, None, scatter_vjp_src), scatter_shape,
+      "x with src added at idx along axis (idx as take_along_axis's, src broadcast to it); repeated "
+      "indices add up", attrs={"axis": REQUIRED}, int_inputs=(1,))
 
 # ================================================================ neural
 _NN = dict(group="neural", out="float")
@@ -450,6 +478,18 @@ defop("argmin", inputs=("x",), forward=lambda x, axis=None, keepdims=False:
       np.argmin(x, axis=axis, keepdims=keepdims), vjps=(None,), shape=arg_shape,
       doc="index of the first minimum over axis (of the flattened x by default)",
       attrs={"axis": None, "keepdims": False}, out="int", **_ND)
+defop("argsort", inputs=("x",), forward=argsort, vjps=(None,), shape=scan_shape,
+      doc="the indices that sort x along axis (descending: largest first); ties in index order, NaN above "
+          "every number, as torch.sort(stable=True)",
+      attrs={"axis": -1, "descending": False}, out="int", **_ND)
+defop("cumargmax", inputs=("x",), forward=running_arg(np.maximum), vjps=(None,), shape=scan_shape,
+      doc="index of the running maximum along axis, as torch.cummax's: a later tie takes over, and from "
+          "the first NaN on, the latest NaN",
+      attrs={"axis": REQUIRED}, out="int", **_ND)
+defop("cumargmin", inputs=("x",), forward=running_arg(np.minimum), vjps=(None,), shape=scan_shape,
+      doc="index of the running minimum along axis, as torch.cummin's: a later tie takes over, and from "
+          "the first NaN on, the latest NaN",
+      attrs={"axis": REQUIRED}, out="int", **_ND)
 for _name, _fn, _doc in [("round", np.round, "round half to even"), ("floor", np.floor, "round down"),
                          ("ceil", np.ceil, "round up"), ("sign", np.sign, "-1, 0 or 1")]:
     defop(_name, inputs=("x",), forward=_fn, vjps=(None,), shape=same_shape, doc=_doc, out="float", **_ND)

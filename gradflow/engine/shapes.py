@@ -237,6 +237,32 @@ def take_along_axis_shape(x, idx, axis):
     return rest[:a] + (idx[a],) + rest[a:]
 
 
+def scan_shape(x, axis, **_):
+    """A scan or a sort along one axis of x (which has at least one)."""
+    if not x:
+        raise ShapeError("needs a tensor of at least one axis, got a scalar")
+    norm_axis(axis, len(x), x)
+    return x
+
+
+def scatter_shape(x, idx, src, axis):
+    """scatter(x, idx, src, axis): idx with x's number of axes, no longer than x along the others;
+    src broadcast to idx's shape."""
+    where = f"scatter into {fmt(x)} at index {fmt(idx)}"
+    if not x or len(idx) != len(x):
+        raise ShapeError(f"{where}: the index needs {len(x)} axes, at least one")
+    a = norm_axis(axis, len(x), x)
+    if any(i > n for d, (i, n) in enumerate(zip(idx, x)) if d != a):
+        raise ShapeError(f"{where}: the index is longer than x along an axis other than {axis}")
+    try:
+        fits = broadcast_shape(src, idx) == tuple(idx)
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{where}: values {fmt(src)} do not broadcast to the index's shape")
+    return x
+
+
 def one_hot_shape(idx, n):
     if not is_int(n) or n < 0:
         raise ShapeError(f"one_hot needs a class count n >= 0, got {n!r}")

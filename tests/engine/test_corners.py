@@ -112,6 +112,22 @@ CORNERS = {
     "norm-at-zero-inf": ("norm", lambda x: torch.linalg.vector_norm(x), [[0.0, 0.0]], {}, INF),
     "pow-corners": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0],
                                        [0.5, 3.0, -1.0, -2.0, 0.0, 0.5, 0.0, 2.0]], {}, [1.0] * 8),
+    "erf-tails": ("erf", torch.erf, [[-INF, -30.0, 0.0, 1e-300, 30.0, INF, NAN]], {}, [1.0] * 7),
+    "erfc-tails": ("erfc", torch.erfc, [[-INF, -30.0, 0.0, 30.0, INF, NAN]], {}, [1.0] * 6),
+    # zeros: the first of a row takes the products that leave it out, the entries after it nothing
+    "cumprod-zeros": ("cumprod", torch.cumprod, [[[2.0, 0.0, 3.0, 0.0, 5.0], [0.0, 0.0, 1.0, 2.0, 3.0],
+                                                  [1.0, 2.0, 3.0, 4.0, 0.0], [1.5, -2.0, 0.5, 3.0, 2.0]]],
+                      {"axis": 1}, np.arange(1.0, 21.0).reshape(4, 5)),
+    "cumprod-zeros-inf": ("cumprod", torch.cumprod, [[[2.0, 0.0, 3.0], [0.0, 1.0, 2.0]]], {"axis": 1},
+                          [[1.0, INF, 1.0], [INF, 1.0, 1.0]]),
+    "cumprod-inf-nan-input": ("cumprod", torch.cumprod, [[[2.0, INF, 0.5], [NAN, 1.0, 2.0]]], {"axis": 1},
+                              [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]),
+    # a result of -inf (only -inf so far) gives NaN in torch's rule, an infinite x NaN or 0
+    "logcumsumexp-infinities": ("logcumsumexp", torch.logcumsumexp,
+                                [[[-INF, 0.0, 1.0], [0.0, -INF, 1.0], [-INF, -INF, 2.0], [INF, 0.0, 1.0],
+                                  [1.0, INF, 0.0], [NAN, 1.0, 0.0]]], {"axis": 1}, [[1.0, -2.0, 3.0]] * 6),
+    "logcumsumexp-far-apart": ("logcumsumexp", torch.logcumsumexp, [[[-800.0, 0.0, 700.0, -1e300]]], {"axis": 1},
+                               [[1e-300, -2.0, 1e300, 0.5]]),
     "pow-corners-inf": ("pow", torch.pow, [[-2.0, -2.0, 0.0, 0.0, 0.0, 2.0],
                                            [3.0, 2.0, -1.0, 0.0, 0.5, 0.0]], {}, [INF] * 6),
 }
@@ -202,3 +218,71 @@ def test_pow_of_a_negative_base_reports_its_nan_exponent_gradient(write_model):
     (a ** b).sum().backward()
     np.testing.assert_array_equal(report.grad("b", "loss"), b.grad.numpy())   # [nan, 3 log 3]
     assert [f.param for f in report.findings if f.rule == "GF105"] == ["b"]
+
+
+def tape_value(name, *arrays, **attrs):
+    tape = Tape()
+    with np.errstate(all="ignore"):   # inf + -inf
+        return tape.apply(name, *[tape.leaf(a) for a in arrays], **attrs).value
+
+
+ORDER_CORNERS = [np.array([1.0, NAN, 0.0, -0.0, NAN, 2.0, -INF, INF, 1.0, 0.0]),
+                 np.array([[3.0, 3.0, 1.0, 3.0], [2.0, 2.0, 2.0, 2.0]]),
+                 np.tile([2.0, 1.0, 2.0, 0.0, 1.0], 8)]   # 40 entries: past torch's insertion sort
+
+
+@pytest.mark.parametrize("x", ORDER_CORNERS, ids=["nan-signed-zeros", "ties", "long-ties"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_orders_ties_nan_and_signed_zeros_as_torchs_stable_sort(x, descending):
+    theirs = torch.sort(torch.tensor(x), dim=-1, descending=descending, stable=True).indices.numpy()
+    np.testing.assert_array_equal(tape_value("argsort", x, descending=descending), theirs)
+
+
+def test_argsort_ties_are_torchs_unstable_sort_order_up_to_16_entries_only():
+    # torch.sort(stable=False) on CPU: insertion sort up to 16 entries (stable), std::sort past them
+    for n in (16, 40):
+        x = np.tile([2.0, 1.0, 2.0, 0.0], n // 4)
+        theirs = torch.sort(torch.tensor(x)).indices.numpy()
+        assert np.array_equal(tape_value("argsort", x), theirs) == (n == 16)
+
+
+@pytest.mark.parametrize("name, fn", [("cumargmax", torch.cummax), ("cumargmin", torch.cummin)])
+@pytest.mark.parametrize("x", ORDER_CORNERS + [np.array([[NAN, 1.0, NAN, 0.0], [0.0, -0.0, 0.0, -1.0]])],
+                         ids=["nan-signed-zeros", "ties", "long-ties", "leading-nan"])
+def test_running_arg_extremes_take_later_ties_and_nans_as_torch(name, fn, x):
+    np.testing.assert_array_equal(tape_value(name, x, axis=-1), fn(torch.tensor(x), -1).indices.numpy())
+
+
+def test_scatter_writes_the_last_of_repeated_indices_as_torch_on_cpu_and_passes_each_its_gradient():
+    x, src = np.arange(12.0).reshape(3, 4), np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    idx = np.array([[1, 1, 1], [2, 0, 2], [3, 0, 1]])
+    upstream = np.arange(1.0, 13.0).reshape(3, 4)
+    tape = Tape()
+    xs, ss = tape.param(x), tape.param(src)
+    out = tape.apply("scatter", xs, tape.leaf(idx), ss, axis=1)
+    grads = tape.backward(tape.apply("sum", out * tape.constant(upstream)))
+    tx, ts = torch.tensor(x, requires_grad=True), torch.tensor(src, requires_grad=True)
+    theirs = tx.scatter(1, torch.tensor(idx), ts)
+    theirs.backward(torch.tensor(upstream))
+    np.testing.assert_array_equal(out.value, theirs.detach().numpy())
+    np.testing.assert_array_equal(out.value[:2], [[0.0, 3.0, 2.0, 3.0], [5.0, 5.0, 6.0, 7.0]])
+    np.testing.assert_array_equal(grads[xs.index], tx.grad.numpy())
+    np.testing.assert_array_equal(grads[ss.index], ts.grad.numpy())   # the overwritten 1.0 and 2.0 too
+    assert grads[ss.index][0].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_scatter_add_adds_repeated_indices_and_infinities_as_torch():
+    x, src = np.zeros((2, 3)), np.array([[1.0, INF, 2.0, -INF], [NAN, 1.0, 1.0, 1.0]])
+    idx = np.array([[0, 1, 0, 1], [2, 2, 2, 0]])
+    ours = tape_value("scatter_add", x, idx, src, axis=1)
+    theirs = torch.tensor(x).scatter_add(1, torch.tensor(idx), torch.tensor(src)).numpy()
+    np.testing.assert_array_equal(ours, theirs)   # inf + -inf is NaN in both
+
+
+@pytest.mark.parametrize("name", ["scatter", "scatter_add"])
+def test_scatter_refuses_an_index_out_of_range_as_torch(name):
+    tape = Tape()
+    for bad in (4, -1):
+        with pytest.raises(IndexError, match=f"index {bad} is out of range for size 4"):
+            tape.apply(name, tape.leaf(np.zeros((2, 4))), tape.leaf(np.array([[0, bad]])), tape.leaf(np.ones((1, 2))),
+                       axis=1)

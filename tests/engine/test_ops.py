@@ -103,6 +103,34 @@ def arg_reduction():
                       Case("all-keep", normal((3, 4)), {"keepdims": True})]
 
 
+def scan(**attrs):
+    """Ops along one given axis (cumsum and kin): every axis of a few shapes, negative ones too."""
+    return [Case("[4]", normal((4,)), {"axis": 0, **attrs}), Case("[3, 4]", normal((3, 4)), {"axis": 1, **attrs}),
+            Case("axis0", normal((3, 4)), {"axis": 0, **attrs}), Case("[1, 4]", normal((1, 4)), {"axis": -1, **attrs}),
+            Case("3d", normal((2, 3, 4)), {"axis": -2, **attrs})]
+
+
+def distinct(*shape, high, axis):
+    """Integer indices below ``high``, none repeated along axis (scatter's writes then all stand)."""
+    def make(rng):
+        moved = list(shape)
+        moved.append(moved.pop(axis))
+        rows = [rng.permutation(high)[:moved[-1]] for _ in range(int(np.prod(moved[:-1])))]
+        return np.moveaxis(np.reshape(rows, moved), -1, axis)
+    return make
+
+
+def scatters(repeats: bool):
+    """scatter / scatter_add: an index along either axis, shorter than x along the other, values
+    broadcast to it; with ``repeats``, indices repeated along the axis."""
+    index = (lambda *shape, high, axis: I(*shape, high=high)) if repeats else distinct
+    return [Case("axis1", args(N(3, 4), index(3, 2, high=4, axis=1), N(3, 2)), {"axis": 1}),
+            Case("axis0-shorter", args(N(3, 4), index(2, 3, high=3, axis=0), N(2, 3)), {"axis": 0}),
+            Case("vector", args(N(5), index(3, high=5, axis=0), N(3)), {"axis": -1}),
+            Case("broadcast-src", args(N(3, 4), index(3, 2, high=4, axis=1), N(1, 2)), {"axis": 1}),
+            Case("scalar-src", args(N(2, 4), index(2, 3, high=4, axis=1), N()), {"axis": 1})]
+
+
 def pooling():
     return [Case("k2", normal((2, 3, 4, 4)), {"kernel": 2}),
             Case("k3-s1-overlap", normal((1, 2, 5, 5)), {"kernel": 3, "stride": 1}),
@@ -140,6 +168,8 @@ CASES: dict[str, list[Case]] = {
     "gelu": unary() + [Case(f"exact-{list(sh)}", normal(sh), {"approximate": "none"}) for sh in SHAPES],
     "silu": unary(),
     "softplus": unary(),
+    "erf": unary(),
+    "erfc": unary(),
     "clip": unary(lo=-0.5, hi=0.5) + [Case("no-lo", normal((3, 4)), {"lo": None, "hi": 0.3}),
                                       Case("no-hi", normal((3, 4)), {"lo": -0.3, "hi": None})],
     "hardtanh": unary() + [Case("range", normal((3, 4)), {"lo": -0.3, "hi": 0.6})],
@@ -160,6 +190,12 @@ CASES: dict[str, list[Case]] = {
     "logsumexp": reduction(),
     "var": reduction(),
     "norm": reduction(),
+    # scans
+    "cumsum": scan(),
+    "cumprod": scan() + [
+        Case("zeros", lambda rng: [np.array([[2.0, 0.0, 3.0, 0.0, 5.0], [0.0, 0.5, -1.0, 2.0, 3.0],
+                                             [1.5, 2.0, -0.5, 4.0, 0.0], [0.0, 0.0, 1.0, 2.0, 1.5]])], {"axis": 1})],
+    "logcumsumexp": scan(),
     # shape
     "getitem": [Case("int", normal((4,)), {"index": 1}),
                 Case("slice", normal((3, 4)), {"index": (slice(None), slice(1, 3))}),
@@ -212,6 +248,10 @@ CASES: dict[str, list[Case]] = {
         Case("repeats", lambda rng: [rng.normal(size=(1, 4)), np.array([[2, 2, 0]])], {"axis": -1}),
         Case("broadcast", args(N(3, 4), I(1, 2, high=4)), {"axis": 1}),
         Case("vector", args(N(4), I(6, high=4)), {"axis": 0})],
+    "scatter": scatters(repeats=False),
+    "scatter_add": scatters(repeats=True) + [
+        Case("repeats", lambda rng: [rng.normal(size=(2, 3)), np.array([[1, 1, 1, 0], [2, 0, 2, 2]]),
+                                     rng.normal(size=(2, 4))], {"axis": 1})],
     # neural
     "softmax": along_axis(),
     "log_softmax": along_axis(),
@@ -276,6 +316,11 @@ CASES: dict[str, list[Case]] = {
     # non-differentiable
     "argmax": arg_reduction(),
     "argmin": arg_reduction(),
+    "argsort": along_axis() + [Case("descending", normal((3, 4)), {"descending": True}),
+                               Case("ties", lambda rng: [np.array([[1.0, 3.0, 1.0, 3.0], [2.0, 2.0, 0.0, 2.0]])],
+                                    {"axis": 1, "descending": True})],
+    "cumargmax": scan(),
+    "cumargmin": scan(),
     "round": unary(),
     "floor": unary(),
     "ceil": unary(),

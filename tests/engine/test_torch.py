@@ -98,6 +98,10 @@ TORCH = {
     "permute": lambda x, dims: x.permute(tuple(dims)),
     "no_grad": lambda x: x.detach(),
     "softplus": F.softplus,
+    "erf": torch.erf, "erfc": torch.erfc,
+    "cumsum": torch.cumsum, "cumprod": torch.cumprod, "logcumsumexp": torch.logcumsumexp,
+    "scatter": lambda x, idx, src, axis: x.scatter(axis, idx, src.expand(idx.shape)),
+    "scatter_add": lambda x, idx, src, axis: x.scatter_add(axis, idx, src.expand(idx.shape)),
     "clip": lambda x, lo, hi: torch.clamp(x, lo, hi),
     "hardtanh": lambda x, lo=-1.0, hi=1.0: F.hardtanh(x, lo, hi),
     "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None: torch.nan_to_num(x, nan, posinf, neginf),
@@ -134,6 +138,9 @@ TORCH = {
     "grad_reverse": lambda x: 2 * x.detach() - x,
     "argmax": lambda x, axis=None, keepdims=False: torch.argmax(x, dim=axis, keepdim=keepdims),
     "argmin": lambda x, axis=None, keepdims=False: torch.argmin(x, dim=axis, keepdim=keepdims),
+    "argsort": lambda x, axis=-1, descending=False: torch.sort(x, dim=axis, descending=descending, stable=True).indices,
+    "cumargmax": lambda x, axis: torch.cummax(x, axis).indices,
+    "cumargmin": lambda x, axis: torch.cummin(x, axis).indices,
     "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign,
     "less": compare(torch.lt), "less_equal": compare(torch.le), "greater": compare(torch.gt),
     "greater_equal": compare(torch.ge), "equal": compare(torch.eq), "not_equal": compare(torch.ne),
@@ -323,3 +330,15 @@ def test_gelu_exact_matches_torch_in_the_tails():
     theirs, [h] = torch_run("gelu", [x], {"approximate": "none"}, weights)
     np.testing.assert_allclose(ours, theirs, rtol=1e-14, atol=1e-300)
     np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-300)
+
+
+def test_erf_and_erfc_match_torch_in_the_tails():
+    # erfc far out is tiny, not the 0 (or 1e-16 noise) of 1 - erf(x)
+    x = np.array([-40.0, -5.0, -1e-8, 0.0, 1e-8, 0.5, 5.0, 10.0, 26.0, 27.5])
+    weights = np.ones_like(x)
+    for name in ("erf", "erfc"):
+        ours, [g] = tape_run(name, [x], {}, weights)
+        theirs, [h] = torch_run(name, [x], {}, weights)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-14, atol=1e-300)
+        np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-300)
+    assert 0 < tape_run("erfc", [x], {}, weights)[0][-2] < 1e-290
