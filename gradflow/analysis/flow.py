@@ -18,7 +18,7 @@ argmax made, sliced or scaled on its way to a ``take``, is the argmax's cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from heapq import heappop, heappush
 
@@ -51,6 +51,24 @@ class Cut:
         """'matmul in h (line 12:7)', and where it multiplies by a parameter of zeros, which one."""
         text = f"{self.op} in {self.node} ({self.where(model_path)})"
         return text if self.zeros is None else f"{text}, where its factor {self.zeros} is all zeros"
+
+
+def told(cuts, model_path: str | None = None, shown: int = 3) -> list:
+    """Each cut's ``said``, where several share an op and a place (one line of a loop, a module
+    repeated) as one: 'stop_gradient in detach_2, detach_5 and detach_8 (train.py:50:8)', naming
+    ``shown`` entries and counting the rest."""
+    groups = {}
+    for c in cuts:
+        groups.setdefault((c.op, c.where(model_path), c.zeros), []).append(c)
+    texts = []
+    for group in groups.values():
+        if len(group) == 1:
+            texts.append(group[0].said(model_path))
+            continue
+        names = [c.node for c in group[:shown]] + ([f"{len(group) - shown} more"] if len(group) > shown else [])
+        first = replace(group[0], node=f"{', '.join(names[:-1])} and {names[-1]}")
+        texts.append(first.said(model_path))
+    return texts
 
 
 def cut_of(index: int, node, kind: str) -> Cut:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gradflow.analysis.flow import told
 from gradflow.analysis.globs import glob_hint, glob_matches
 from gradflow.analysis.report import Finding, collapse
 from gradflow.analysis.settings import Settings
@@ -71,7 +72,7 @@ def listing(names: list, most: int = 6) -> str:
 
 
 def places(cuts, path) -> str:
-    return " and ".join(c.said(path) for c in cuts)
+    return " and ".join(told(cuts, path))
 
 
 def cause(pair) -> tuple:

@@ -236,3 +236,14 @@ def test_glob_matches_decides_as_fnmatch_does():
     for glob in globs:
         for name in names:
             assert glob_matches(name, glob) == fnmatch.fnmatchcase(name, glob), (name, glob)
+
+
+def test_cuts_of_one_place_are_named_together_and_counted_past_three():
+    """A loop's detach (or a repeated module's stop) is one line of code: said once, not per copy."""
+    from gradflow.analysis.flow import Cut, told
+    loop = [Cut(k, f"detach_{k}", "stop_gradient", "explicit", 50, 8, "train.py") for k in range(5)]
+    other = Cut(9, "argmax_0", "argmax", "implicit", 26, 19, "train.py")
+    assert told(loop[:2] + [other], "m.yaml") == ["stop_gradient in detach_0 and detach_1 (train.py:50:8)",
+                                                 "argmax in argmax_0 (train.py:26:19)"]
+    assert told(loop) == ["stop_gradient in detach_0, detach_1, detach_2 and 2 more (train.py:50:8)"]
+    assert told(loop[:1], "train.py") == ["stop_gradient in detach_0 (line 50:8)"]

@@ -199,7 +199,7 @@ def test_a_place_stays_whole_as_a_line_wraps():
     out = CliRunner().invoke(cli, ["analyze", str(MODELS / "vq_vae.yaml")],
                              env={"COLUMNS": "40", "FORCE_COLOR": "1", "NO_COLOR": "1"}).output
     notes = out.split("the notes below\n")[1].split("verdict:")[0]
-    assert "[3] blocked by argmin in code\n  (line 24:9), stop_gradient in\n  codebook_loss (line 29:36)\n" in notes
+    assert "[3] blocked by argmin in code\n  (line 24:9); stop_gradient in\n  codebook_loss (line 29:36)\n" in notes
     assert not re.search(r"\(line\n", out) and "\u00a0" not in out
     why = CliRunner().invoke(cli, ["why", str(MODELS / "dead_relu.yaml"), "w1"],
                              env={"COLUMNS": "40", "FORCE_COLOR": "1", "NO_COLOR": "1"}).output

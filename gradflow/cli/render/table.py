@@ -18,6 +18,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from gradflow.analysis.flow import told
 from gradflow.cli.escape import shown
 from gradflow.cli.render.console import as_records, console, emit, widths
 from gradflow.cli.render.text import finding_line, plural, verdict
@@ -29,10 +30,6 @@ SEGMENT = re.compile(r"(?<=\.)[0-9]+(?=\.|$)")
 
 def number(x) -> str:
     return "-" if x is None else f"{x:.3g}"
-
-
-def place(c, path: str | None = None) -> str:
-    return c.said(path)
 
 
 class Notes:
@@ -51,13 +48,13 @@ def words(pair, notes: Notes) -> str:
     """A cell's text without its norm: the status and its notes."""
     text = pair.status
     if pair.status == "blocked":
-        text += " " + notes.mark("blocked by " + ", ".join(place(c, notes.path) for c in pair.cut_by))
+        text += " " + notes.mark("blocked by " + "; ".join(told(pair.cut_by, notes.path)))
     elif pair.status == "zero" and pair.dies_at:
-        text += " " + notes.mark("gradient dies at " + ", ".join(place(c, notes.path) for c in pair.dies_at))
+        text += " " + notes.mark("gradient dies at " + "; ".join(told(pair.dies_at, notes.path)))
     if pair.status in ("flows", "zero") and pair.partially_cut_by:   # some paths are cut, the others not
         others = "flow" if pair.status == "flows" else "carry a zero gradient"
         text += " ~" + notes.mark(f"partly cut (other paths {others}) by "
-                                  + ", ".join(place(c, notes.path) for c in pair.partially_cut_by))
+                                  + "; ".join(told(pair.partially_cut_by, notes.path)))
     if pair.nonfinite:
         text += f" ({pair.nonfinite} non-finite)"
     return text
