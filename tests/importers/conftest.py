@@ -63,13 +63,15 @@ def same_as_torch():
 
 
 def same_values_as_torch(report, path: str, func: str) -> None:
-    """Each loss's value against the step run by torch in float64 (inf and nan where torch's are)."""
+    """Each loss's value against the step run by torch in float64, tensors made in forward too, as
+    the importer makes them (inf and nan where torch's are)."""
     import numpy as np
     import torch
+    from gradflow.importers.torch import float64
     from gradflow.importers.torch.target import load_step
     step = load_step(path, func)
     module = step.module.double()
-    with torch.no_grad():
+    with torch.no_grad(), float64():
         losses = module(*[t.double() if t.dtype.is_floating_point else t for t in step.inputs])
     values = {loss.name: loss.value for loss in report.losses}
     assert set(values) == set(losses)
