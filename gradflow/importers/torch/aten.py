@@ -7,28 +7,18 @@ whole table ``OPS`` from its shape and neural-network parts.
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_image import IMAGE_OPS
-from gradflow.importers.torch.aten_losses import LOSS_OPS
+from gradflow.importers.torch.aten_losses import LOSS_OPS, vector_norm
 from gradflow.importers.torch.aten_math import MATH_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
 from gradflow.importers.torch.aten_rnn import RNN_OPS
 from gradflow.importers.torch.aten_scan import SCAN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
-from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, shape_text, text
+from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, reduced_over, shape_text, text
 
 
 def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2, ties: str | None = None) -> str:
     return reduced_over(op, c.args[0], axes(c.arg(dims_at, "dim"), c.ndim()), c.arg(keep_at, "keepdim", False),
                         ties)
-
-
-def reduced_over(op: str, x: str, axis, keep, ties: str | None = None) -> str:
-    """op(x) over an axis text (None: every axis), keeping the reduced axes or not; max and min
-    given ``ties``: amax, amin, max() and min() share a tie's gradient ("split"), where
-    max(x, dim) gives it to the index it returns (gradflow's default)."""
-    more = "" if ties is None else f", ties={ties!r}"
-    if axis is None and not keep:
-        return f"{op}({x}{more})"
-    return f"{op}({x}, axis={axis}, keepdims={keep}{more})"
 
 
 def unary(op):
@@ -124,9 +114,22 @@ def softmax(op):
 
 
 def norm(c):
-    if c.arg(1, "ord", 2) != 2:
-        raise Unsupported("with an order other than 2")
-    return reduce("norm", c, 2, 3)
+    """torch.linalg.vector_norm and torch.norm of any order (vector_norm says how at each)."""
+    return vector_norm(c, c.args[0], c.arg(1, "ord", 2), axes(c.arg(2, "dim"), c.ndim()), c.arg(3, "keepdim", False))
+
+
+def linalg_norm(c):
+    """torch.linalg.norm: a vector norm over one axis or, without an order, over every entry; the
+    Frobenius norm is the 2-norm of the entries. Other matrix norms are refused."""
+    order, dims, keep = c.arg(1, "ord"), c.arg(2, "dim"), c.arg(3, "keepdim", False)
+    dims = [dims] if isinstance(dims, int) else dims
+    if order == "fro" and (dims is not None or c.ndim() == 2):
+        order, dims = 2, dims or [0, 1]
+    elif order is None:
+        order = 2
+    elif isinstance(order, str) or len(dims or range(c.ndim())) != 1:
+        raise Unsupported(f"with ord={order!r} over two axes (a matrix norm)")
+    return vector_norm(c, c.args[0], order, axes(dims, c.ndim()), keep)
 
 
 def gelu(c):
@@ -297,7 +300,7 @@ OPS = {
     "max": max_dim("max", "argmax", "maximum"), "min": max_dim("min", "argmin", "minimum"),
     "argmax": lambda c: reduce("argmax", c), "argmin": lambda c: reduce("argmin", c),
     "logsumexp": lambda c: reduce("logsumexp", c), "var": variance,
-    "std": deviation, "linalg_vector_norm": norm,
+    "std": deviation, "linalg_vector_norm": norm, "linalg_norm": linalg_norm,
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
     "one_hot": lambda c: f"one_hot({c.args[0]}, {c.args[1]})",

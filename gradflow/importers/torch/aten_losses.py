@@ -1,5 +1,46 @@
-"""aten's losses and distances beyond those of aten_nn -> gradflow expressions."""
+"""aten's losses, distances and norms beyond those of aten_nn -> gradflow expressions: vector
+p-norms and torch.dist, written so that their gradients are torch's at zeros and ties."""
 
 from __future__ import annotations
 
-LOSS_OPS: dict = {}
+import math
+import re
+
+from gradflow.importers.torch.call import operand, reduced_over
+
+
+def named(c, x: str, suffix: str) -> str:
+    """x as a name that may be read several times: itself if it is one, else a line of its own."""
+    return x if re.fullmatch(r"[\w.]+", x) else c.line(x, suffix)
+
+
+def vector_norm(c, x: str, p, axis, keep, suffix: str = "norm") -> str:
+    """torch's vector p-norm of x over an axis text (None: every axis), with the gradient of torch's
+    norm_backward: sign(x) for p=1 (0 at 0); for +-inf, sign(x) shared by the entries at the
+    largest (smallest) |x|, as amax's ties; none for p=0, a count of non-zeros (an implicit cut, as
+    sign; torch's gradient is undefined); for other p, sign(x) |x| ** (p - 1) / norm ** (p - 1),
+    0 at a zero norm and, for p < 1, at a zero entry. Negative p: a zero entry makes the norm 0."""
+    if p == 2:
+        return reduced_over("norm", x, axis, keep)
+    if p == 1:
+        return reduced_over("sum", f"abs({x})", axis, keep)
+    if p in (math.inf, -math.inf):
+        return reduced_over("max" if p > 0 else "min", f"abs({x})", axis, keep, "split")
+    if p == 0:
+        return reduced_over("sum", f"not_equal({x}, 0)", axis, keep)
+    if p < 1:   # |x| ** (p - 1) is inf at 0: that entry reads 1 instead and is then replaced
+        x = named(c, x, suffix + "_of")
+        at_zero = "0.0" if p > 0 else operand(math.inf)
+        powers = f"where(equal({x}, 0), {at_zero}, abs(where(equal({x}, 0), 1.0, {x})) ** {p!r})"
+        return f"{reduced_over('sum', powers, axis, keep)} ** {1 / p!r}"
+    # the root's gradient is inf at a zero sum: that sum reads 1 instead and is then replaced
+    total = c.line(reduced_over("sum", f"abs({x}) ** {p!r}", axis, keep), suffix + "_sum")
+    return f"where(equal({total}, 0), 0.0, where(equal({total}, 0), 1.0, {total}) ** {1 / p!r})"
+
+
+def dist(c):
+    """torch.dist: the p-norm of a - b over every entry."""
+    return vector_norm(c, f"{c.args[0]} - {c.args[1]}", c.arg(2, "p", 2), None, False)
+
+
+LOSS_OPS: dict = {"dist": dist}

@@ -86,6 +86,16 @@ def axes(dims, ndim: int):
     return text(tuple(d % ndim for d in dims))
 
 
+def reduced_over(op: str, x: str, axis, keep, ties: str | None = None) -> str:
+    """op(x) over an axis text (None: every axis), keeping the reduced axes or not; max and min
+    given ``ties``: amax, amin, max() and min() share a tie's gradient ("split"), where
+    max(x, dim) gives it to the index it returns (gradflow's default)."""
+    more = "" if ties is None else f", ties={ties!r}"
+    if axis is None and not keep:
+        return f"{op}({x}{more})"
+    return f"{op}({x}, axis={axis}, keepdims={keep}{more})"
+
+
 def shape_text(shape) -> str:
     return "[" + ", ".join(str(int(n)) for n in shape) + "]"
 
