@@ -1,5 +1,190 @@
-"""aten's scans, sorts and scatters -> gradflow expressions."""
+"""aten's scans, sorts and scatters -> gradflow expressions: cumsum, cumprod, logcumsumexp, cummax
+and cummin; sort, argsort, msort, topk and kthvalue; scatter (of values or a number), scatter_add,
+index_add and scatter_reduce's sum and mean; erf and erfc.
+
+What a sort or a running maximum returns is x taken at the indices it returns (``take_along_axis``
+of gradflow's ``argsort``, ``cumargmax``), so the gradient goes to the returned index, as torch's
+does. gradflow orders ties by index, as torch.sort(stable=True). torch's own order of tied entries
+is its algorithm's in a sort of more than 16 entries without stable=True, in topk and in kthvalue
+(and topk's sorted=False leaves the order to it): there the values are torch's, but which of the
+tied entries is returned, and takes the gradient, may not be (the README's From PyTorch says so).
+"""
 
 from __future__ import annotations
 
-SCAN_OPS: dict = {}
+from gradflow.importers.torch.aten_index import integer
+from gradflow.importers.torch.aten_shape import converted
+from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, operand, shape_text, text
+
+
+def scan(op):
+    """cumsum and cumprod, in the output's kind (dtype=, or a bool's count as integers)."""
+    def handler(c):
+        x = converted(c.args[0], c.kinds.get(0), c.kind)
+        if not c.ndim():   # a scalar's running sum or product is itself
+            return Alias(x) if x == c.args[0] else x
+        return f"{op}({x}, axis={c.args[1] % c.ndim()})"
+    return handler
+
+
+def logcumsumexp(c):
+    return Alias(c.args[0]) if not c.ndim() else f"logcumsumexp({c.args[0]}, axis={c.args[1] % c.ndim()})"
+
+
+def itself(c) -> Parts:
+    """A 0-d tensor's sort, top entry or running extreme: itself, at index 0."""
+    return Parts([Alias(c.args[0]), integer(0)])
+
+
+def picked(c, x: str, d: int, index: str) -> Parts:
+    """(x at index along d, index): the index on a line of its own, which both read."""
+    index = c.line(index, "indices")
+    return Parts([f"take_along_axis({x}, {index}, axis={d})", Alias(index)])
+
+
+def running(op):
+    """cummax and cummin: the running extreme is x at the running arg-extreme."""
+    def handler(c):
+        if not c.ndim():
+            return itself(c)
+        d = c.args[1] % c.ndim()
+        return picked(c, c.args[0], d, f"{op}({c.args[0]}, axis={d})")
+    return handler
+
+
+def order(c) -> tuple:
+    """(dim, descending) of sort and argsort, in either form: (x, dim, descending) or (x, *,
+    stable, dim, descending)."""
+    if c.overload == "stable":
+        return c.kwargs.get("dim", -1), c.kwargs.get("descending", False)
+    return c.arg(1, "dim", -1), c.arg(2, "descending", False)
+
+
+def argsort_of(x: str, ndim: int, dim: int, descending) -> str:
+    more = ", descending=True" if descending else ""
+    return f"argsort({x}, axis={dim % ndim}{more})"
+
+
+def sort(c):
+    dim, descending = order(c)
+    if not c.ndim():
+        return itself(c)
+    return picked(c, c.args[0], dim % c.ndim(), argsort_of(c.args[0], c.ndim(), dim, descending))
+
+
+def argsort(c):
+    dim, descending = order(c)
+    return integer(0) if not c.ndim() else argsort_of(c.args[0], c.ndim(), dim, descending)
+
+
+def msort(c):
+    """x sorted along its first axis (values only)."""
+    if not c.ndim():
+        return Alias(c.args[0])
+    return f"take_along_axis({c.args[0]}, argsort({c.args[0]}, axis=0), axis=0)"
+
+
+def topk(c):
+    """The k largest (or smallest) along dim, largest first (smallest first), whatever ``sorted``
+    says: torch leaves the order of sorted=False to its algorithm."""
+    k, dim, largest = c.args[1], c.arg(2, "dim", -1), c.arg(3, "largest", True)
+    if not c.ndim():
+        return itself(c)
+    d, n = dim % c.ndim(), c.shapes[0][dim % c.ndim()]
+    index = argsort_of(c.args[0], c.ndim(), d, largest)
+    if k < n:
+        index = f"{index}{index_text(c.ndim(), d, f':{k}')}"
+    return picked(c, c.args[0], d, index)
+
+
+def kthvalue(c):
+    """The k-th smallest along dim, and its index."""
+    k, dim, keep = c.args[1], c.arg(2, "dim", -1), c.arg(3, "keepdim", False)
+    if not c.ndim():
+        return itself(c)
+    d = dim % c.ndim()
+    kth = index_text(c.ndim(), d, f"{k - 1}:{k}")
+    values, index = picked(c, c.args[0], d, f"argsort({c.args[0]}, axis={d}){kth}").exprs
+    if keep:
+        return Parts([values, index])
+    return Parts([f"squeeze({values}, axis={d})", f"squeeze({index.name}, axis={d})"])
+
+
+# ================================================================ scatters
+def written(c, at: int = 3) -> str:
+    """scatter's src, cut to the index's shape: torch reads only that corner of a larger src (and
+    its backward refuses to give such a src a gradient; gradflow gives the corner its own)."""
+    src, shape, index = c.args[at], list(c.shapes[at]), list(c.shapes[2])
+    if shape == index:
+        return src
+    return src + "[" + ", ".join(f":{i}" if n > i else ":" for n, i in zip(shape, index)) + "]"
+
+
+def number(c, value) -> str:
+    """A number to write into the output: a 0-d integer tensor for an integer one."""
+    if c.kind != "int":
+        return operand(float(value))
+    if value != int(value):
+        raise Unsupported("of a fractional number into an integer tensor")
+    return integer(int(value)) if value >= 0 else f"-{integer(-int(value))}"
+
+
+def scatter(c):
+    """x.scatter(dim, index, src or value): of repeated indices the last along dim is written, as
+    torch's CPU kernel does (torch leaves it undefined); reduce="add" is scatter_add."""
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    x, d = c.args[0], c.args[1] % c.ndim()
+    src = written(c) if c.overload in ("src", "reduce") else number(c, c.args[3])
+    reduce = c.kwargs.get("reduce", c.args[4] if len(c.args) > 4 else None)
+    if reduce not in (None, "add"):
+        raise Unsupported(f"with reduce={reduce!r}")
+    return f"{'scatter_add' if reduce else 'scatter'}({x}, {c.args[2]}, {src}, axis={d})"
+
+
+def scatter_add(c):
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    return f"scatter_add({c.args[0]}, {c.args[2]}, {written(c)}, axis={c.args[1] % c.ndim()})"
+
+
+def index_add(c):
+    """x.index_add(dim, index, source, alpha=): source's entry i along dim added at index[i], the
+    index spread over source's shape for scatter_add."""
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    d, shape, alpha = c.args[1] % c.ndim(), list(c.shapes[3]), c.arg(4, "alpha", 1)
+    lined = [1] * len(shape)
+    lined[d] = shape[d]
+    index = f"broadcast_to(reshape({c.args[2]}, {shape_text(lined)}), {text(tuple(shape))})"
+    source = c.args[3] if alpha == 1 else f"{c.args[3]} * {text(alpha)}"
+    return f"scatter_add({c.args[0]}, {index}, {source}, axis={d})"
+
+
+def scatter_reduce(c):
+    """scatter_reduce's "sum" and "mean" (the mean of what is written, x's own entry counted where
+    include_self): scatter_add of src into x, or into x with the written places set to 0."""
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    x, d, reduce, own = c.args[0], c.args[1] % c.ndim(), c.args[4], c.kwargs.get("include_self", True)
+    if reduce not in ("sum", "mean"):
+        raise Unsupported(f"with reduce={reduce!r} (gradflow maps \"sum\" and \"mean\")")
+    if reduce == "mean" and c.kind != "float":
+        raise Unsupported("with reduce=\"mean\" of an integer tensor (torch rounds it down)")
+    def added(start: str, zero: str, src: str) -> str:   # src added into start, its written places 0 first
+        start = start if own else f"scatter({start}, {c.args[2]}, {zero}, axis={d})"
+        return f"scatter_add({start}, {c.args[2]}, {src}, axis={d})"
+    total = added(x, number(c, 0), written(c))
+    if reduce == "sum":
+        return total
+    return f"{total} / {added(f'broadcast_to(1.0, {text(tuple(c.shape))})', '0.0', '1.0')}"
+
+
+SCAN_OPS: dict = {
+    "cumsum": scan("cumsum"), "cumprod": scan("cumprod"), "logcumsumexp": logcumsumexp,
+    "cummax": running("cumargmax"), "cummin": running("cumargmin"),
+    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
+    "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add, "scatter_reduce": scatter_reduce,
+    "erf": lambda c: f"erf({c.args[0]})", "erfc": lambda c: f"erfc({c.args[0]})",
+    "special_erf": lambda c: f"erf({c.args[0]})", "special_erfc": lambda c: f"erfc({c.args[0]})",   # torch.special's
+}

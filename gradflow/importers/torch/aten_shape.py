@@ -109,18 +109,24 @@ def unbind(c):
     return Parts([c.args[0] + index_text(c.ndim(), dim, str(i)) for i in range(c.shapes[0][dim])])
 
 
-def convert(c):
-    """`.to(dtype)`, `.double()`, `.long()`: gradflow holds floats, ints, and bools as 0/1 floats."""
-    source, target = c.kinds[0], c.kind
+def converted(x: str, source, target) -> str:
+    """x, of kind ``source``, as a tensor of kind ``target`` (x itself where gradflow holds both
+    alike): gradflow holds floats, ints, and bools as 0/1 floats."""
     if source == target or (source == "bool" and target == "float"):
-        return Alias(c.args[0])
+        return x
     if target == "float":
-        return f"{c.args[0]} * 1.0"
+        return f"{x} * 1.0"
     if target == "bool":
-        return f"not_equal({c.args[0]}, 0)"
+        return f"not_equal({x}, 0)"
     if source == "bool" and target == "int":   # 0/1 as integers: the index of the larger of (1 - b, b)
-        return f"argmax(stack([1 - {c.args[0]}, {c.args[0]}], axis=-1), axis=-1)"
+        return f"argmax(stack([1 - {x}, {x}], axis=-1), axis=-1)"
     raise Unsupported(f"from {source} to {target}")
+
+
+def convert(c):
+    """`.to(dtype)`, `.double()`, `.long()`."""
+    x = converted(c.args[0], c.kinds[0], c.kind)
+    return Alias(x) if x == c.args[0] else x
 
 
 def identity(c):
