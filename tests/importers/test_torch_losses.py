@@ -1,5 +1,6 @@
 """Losses, distances and norms against PyTorch: vector norms of every order, torch.dist and
-linalg.norm; values and gradients compared at zeros and ties."""
+linalg.norm, pairwise_distance and the triplet loss; values and gradients compared at zeros, ties
+and kinks, with every reduction."""
 
 from __future__ import annotations
 
@@ -54,3 +55,46 @@ def test_a_matrix_norm_of_linalg_norm_is_refused(step_file):
     with pytest.raises(ModelError) as caught:
         import_python(f"{path}:step")
     assert "aten.linalg_norm.default with ord=1 over two axes (a matrix norm)" in caught.value.message
+
+
+TRIPLETS = """
+class Triplets(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 4)
+        # rows: a loss at exactly 0 (margin 1 + 1 - 2), a swap whose two distances tie (eps=0), zeros
+        self.a = nn.Parameter(torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]))
+        self.p = nn.Parameter(torch.tensor([[1.0, 0.0], [2.0, 0.0], [1.0, 1.0]]))
+        self.n = nn.Parameter(torch.tensor([[2.0, 0.0], [1.0, 0.0], [1.0, 1.0]]))
+
+    def forward(self, x):
+        h = self.lin(x)
+        a, p, n = h[:4], h[4:8], h[8:]
+        out = {}
+        for order in (2.0, 1.0, 3.0, 0.5, float("inf")):
+            name = "p" + str(order).replace(".", "_")
+            out[name] = F.triplet_margin_loss(a, p, n, p=order) \\
+                + F.triplet_margin_loss(a, p, n, p=order, swap=True, margin=2.0, reduction="sum") \\
+                + (F.pairwise_distance(a, p, p=order) * torch.arange(4.0)).sum() \\
+                + F.pairwise_distance(a, n[0], p=order, keepdim=True, eps=0.0).sum()
+        out["corners"] = F.triplet_margin_loss(self.a, self.p, self.n, eps=0.0, swap=True, reduction="sum") \\
+            + (F.triplet_margin_loss(self.a, self.p, self.n, eps=0.0, p=1.0, reduction="none")
+               * torch.arange(1.0, 4.0)).sum() \\
+            + F.pairwise_distance(self.a, self.n, eps=0.0).sum() \\
+            + F.pairwise_distance(self.a, self.n, p=3.0, eps=0.0).sum() \\
+            + F.pairwise_distance(self.a, self.n, p=0.5, eps=0.0).sum() \\
+            + nn.TripletMarginLoss(margin=0.5)(self.a, self.p, self.n)
+        return out
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Triplets(), "inputs": (torch.randn(12, 3),)}
+"""
+
+
+def test_import_triplet_margin_loss_and_pairwise_distance_give_torch_values_and_gradients(step_file, same_as_torch):
+    path, _ = step_file(TRIPLETS)
+    report = check(path, "step", same_as_torch)
+    # the swap's tie shares the negative's gradient between the anchor and the positive
+    assert report.grad("a", "corners")[1, 0] != 0 and report.grad("p", "corners")[1, 0] != 0

@@ -1,11 +1,13 @@
 """aten's losses, distances and norms beyond those of aten_nn -> gradflow expressions: vector
-p-norms and torch.dist, written so that their gradients are torch's at zeros and ties."""
+p-norms, pairwise distances and the triplet loss, written so that their gradients are torch's at
+zeros, ties and kinks."""
 
 from __future__ import annotations
 
 import math
 import re
 
+from gradflow.importers.torch.aten_nn import reduced
 from gradflow.importers.torch.call import operand, reduced_over
 
 
@@ -38,9 +40,32 @@ def vector_norm(c, x: str, p, axis, keep, suffix: str = "norm") -> str:
     return f"where(equal({total}, 0), 0.0, where(equal({total}, 0), 1.0, {total}) ** {1 / p!r})"
 
 
+def distance(c, x1: str, x2: str, p, eps, keep: bool, suffix: str) -> str:
+    """torch's pairwise_distance: the p-norm of x1 - x2 + eps over the last axis."""
+    return vector_norm(c, f"{x1} - {x2} + {eps!r}", p, -1, keep, suffix)
+
+
+def pairwise_distance(c):
+    return distance(c, c.args[0], c.args[1], c.arg(2, "p", 2.0), c.arg(3, "eps", 1e-6), bool(c.arg(4, "keepdim")),
+                    "distance")
+
+
 def dist(c):
     """torch.dist: the p-norm of a - b over every entry."""
     return vector_norm(c, f"{c.args[0]} - {c.args[1]}", c.arg(2, "p", 2), None, False)
 
 
-LOSS_OPS: dict = {"dist": dist}
+def triplet_margin(c):
+    """max(margin + d(a, p) - d(a, n), 0), d torch's pairwise distance; with swap, d(a, n) is the
+    smaller of it and d(p, n) (a tie shares the gradient, as torch's min). At 0 the gradient
+    passes, as torch's clamp_min."""
+    a, pos, neg = c.args[:3]
+    margin, p, eps = c.arg(3, "margin", 1.0), c.arg(4, "p", 2.0), c.arg(5, "eps", 1e-6)
+    near = distance(c, a, pos, p, eps, False, "positive")
+    far = distance(c, a, neg, p, eps, False, "negative")
+    if c.arg(6, "swap", False):
+        far = f"minimum({far}, {distance(c, pos, neg, p, eps, False, 'swap')})"
+    return reduced(f"clip({margin!r} + ({near}) - ({far}), 0.0, None)", c.arg(7, "reduction", 1))
+
+
+LOSS_OPS: dict = {"pairwise_distance": pairwise_distance, "dist": dist, "triplet_margin_loss": triplet_margin}
