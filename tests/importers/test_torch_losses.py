@@ -1,6 +1,7 @@
 """Losses, distances and norms against PyTorch: vector norms of every order, torch.dist and
-linalg.norm, pairwise_distance and the triplet loss; values and gradients compared at zeros, ties
-and kinks, with every reduction."""
+linalg.norm, pairwise_distance, the triplet, margin-ranking, cosine-embedding, hinge-embedding,
+soft-margin, multi-label soft-margin, multi-margin, Poisson and Gaussian losses; values and
+gradients compared at zeros, ties and kinks, with every reduction."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
+import gradflow  # noqa: E402
+import numpy as np  # noqa: E402
 from gradflow.errors import ModelError  # noqa: E402
 from gradflow.importers import import_python  # noqa: E402
 from tests.importers.conftest import check  # noqa: E402
@@ -98,3 +101,80 @@ def test_import_triplet_margin_loss_and_pairwise_distance_give_torch_values_and_
     report = check(path, "step", same_as_torch)
     # the swap's tie shares the negative's gradient between the anchor and the positive
     assert report.grad("a", "corners")[1, 0] != 0 and report.grad("p", "corners")[1, 0] != 0
+
+
+MARGINS = """
+class Margins(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 4)
+        self.s = nn.Parameter(torch.tensor([1.0, 2.0, 0.5, -3.0, 0.0]))
+        self.zero = nn.Parameter(torch.zeros(2, 4))
+        self.u = nn.Parameter(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))   # orthogonal to its flip: cos 0, the kink
+
+    def forward(self, x, y, labels, counts):
+        h = self.lin(x)                           # [6, 4]
+        s, out = self.s, {}
+        pm = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.0])   # ranking's and hinge's kinks at s[0], multi margin's at s[:2]
+        for reduction in ("mean", "sum", "none"):
+            def r(loss):
+                return loss if reduction != "none" else (loss * torch.arange(1.0, loss.numel() + 1).reshape(loss.shape)).sum()
+            out["ranking_" + reduction] = r(F.margin_ranking_loss(h[:, 0], h[:, 1], y, margin=0.3, reduction=reduction)) \\
+                + r(F.margin_ranking_loss(s, s.flip(0), pm, margin=1.0, reduction=reduction))
+            out["cosine_" + reduction] = r(F.cosine_embedding_loss(h[:3], h[3:], y[:3], reduction=reduction)) \\
+                + r(F.cosine_embedding_loss(h[:2], self.zero, y[:2], margin=-0.5, reduction=reduction)) \\
+                + r(F.cosine_embedding_loss(self.u, self.u.flip(1), -y[:2], reduction=reduction)) \\
+                + r(nn.CosineEmbeddingLoss(margin=0.2, reduction=reduction)(h[:3], h[3:], torch.tensor([-1.0, 0.0, -1.0])))
+            out["hinge_" + reduction] = r(F.hinge_embedding_loss(h, y[:, None].expand(6, 4), margin=0.5, reduction=reduction)) \\
+                + r(F.hinge_embedding_loss(s, -pm, reduction=reduction))
+            out["soft_" + reduction] = r(F.soft_margin_loss(h * 30, y[:, None].expand(6, 4), reduction=reduction))
+            out["multilabel_" + reduction] = r(F.multilabel_soft_margin_loss(h, (labels > 0).float(), reduction=reduction)) \\
+                + r(F.multilabel_soft_margin_loss(h, (labels > 0).float(), weight=torch.arange(1.0, 5.0).to(h), reduction=reduction))
+            out["multi_" + reduction] = r(F.multi_margin_loss(h, labels[:, 0], reduction=reduction)) \\
+                + r(F.multi_margin_loss(h, labels[:, 0], p=2, margin=0.7, weight=torch.arange(1.0, 5.0).to(h), reduction=reduction)) \\
+                + r(F.multi_margin_loss(s[:4], labels[2:3, 0], reduction=reduction)) \\
+                + r(F.multi_margin_loss(torch.stack([s[:4], s[1:]]), torch.tensor([3, 1]), p=2, reduction=reduction))
+            out["poisson_" + reduction] = r(F.poisson_nll_loss(h, counts, reduction=reduction)) \\
+                + r(F.poisson_nll_loss(h.exp(), counts, log_input=False, full=True, reduction=reduction)) \\
+                + r(F.poisson_nll_loss(h, counts, full=True, reduction=reduction)) \\
+                + r(F.poisson_nll_loss(torch.relu(h), counts, log_input=False, eps=0.1, reduction=reduction))
+            out["gaussian_" + reduction] = r(F.gaussian_nll_loss(h, counts, 0.5, reduction=reduction)) \\
+                + r(F.gaussian_nll_loss(h, counts, 1e-9, full=True, eps=1e-4, reduction=reduction))
+        return out
+
+
+def step():
+    torch.manual_seed(0)
+    labels = torch.tensor([[0, 1, 3, 2], [3, 0, 0, 1], [1, 2, 0, 0], [2, 3, 1, 0], [0, 0, 2, 1], [1, 1, 1, 3]])
+    counts = torch.tensor([0.0, 0.5, 1.0, 3.0]).repeat(6, 1)
+    return {"module": Margins(), "inputs": (torch.randn(6, 3), torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, 1.0]),
+                                            labels, counts)}
+"""
+
+
+def test_import_margin_embedding_and_count_losses_give_torch_values_and_gradients(step_file, same_as_torch):
+    path, _ = step_file(MARGINS)
+    check(path, "step", same_as_torch)
+
+
+SOFT = """
+class Soft(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor([800.0, -800.0, 1.0]))
+
+    def forward(self, y):
+        return {"loss": F.soft_margin_loss(self.x, y, reduction="sum")}
+
+
+def step():
+    return {"module": Soft(), "inputs": (torch.tensor([-1.0, -1.0, 1.0]),)}
+"""
+
+
+def test_import_soft_margin_loss_is_finite_where_torchs_overflows(step_file):
+    """-y x = 800: torch's log1p(exp(-y x)) is inf with a NaN gradient; gradflow's is 800, gradient -y."""
+    path, _ = step_file(SOFT)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.losses[0].value == pytest.approx(800 + np.log1p(np.exp(-1.0)), rel=1e-12)
+    np.testing.assert_allclose(report.grad("x", "loss"), [1.0, 0.0, -1 / (1 + np.e)], rtol=1e-12, atol=1e-300)

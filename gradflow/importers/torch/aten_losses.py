@@ -1,6 +1,6 @@
 """aten's losses, distances and norms beyond those of aten_nn -> gradflow expressions: vector
-p-norms, pairwise distances and the triplet loss, written so that their gradients are torch's at
-zeros, ties and kinks."""
+p-norms, pairwise distances, the margin and embedding losses and Poisson's negative
+log-likelihood, each written so that its gradient is torch's at zeros, ties and kinks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import re
 
 from gradflow.importers.torch.aten_nn import reduced
-from gradflow.importers.torch.call import operand, reduced_over
+from gradflow.importers.torch.call import operand, reduced_over, shape_text
 
 
 def named(c, x: str, suffix: str) -> str:
@@ -68,4 +68,69 @@ def triplet_margin(c):
     return reduced(f"clip({margin!r} + ({near}) - ({far}), 0.0, None)", c.arg(7, "reduction", 1))
 
 
-LOSS_OPS: dict = {"pairwise_distance": pairwise_distance, "dist": dist, "triplet_margin_loss": triplet_margin}
+def margin_ranking(c):
+    x1, x2, y, margin = c.args[0], c.args[1], c.args[2], c.arg(3, "margin", 0.0)
+    return reduced(f"clip(-{y} * ({x1} - {x2}) + {margin!r}, 0.0, None)", c.arg(4, "reduction", 1))
+
+
+def cosine_embedding(c):
+    """1 - cos where the target is 1, max(cos - margin, 0) where it is -1, 0 elsewhere; cos as
+    torch writes it, x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) over the target's next axis."""
+    x1, x2, y, margin = c.args[0], c.args[1], c.args[2], c.arg(3, "margin", 0.0)
+    k = c.ndim(2)
+    lengths = " * ".join(f"(sum(square({x}), axis={k}) + 1e-12)" for x in (x1, x2))
+    cos = c.line(f"sum({x1} * {x2}, axis={k}) / sqrt({lengths})", "cos")
+    per = (f"where(equal({y}, 1), 1 - {cos}, 0.0)"
+           f" + where(equal({y}, -1), clip({cos} - {margin!r}, 0.0, None), 0.0)")
+    return reduced(per, c.arg(4, "reduction", 1))
+
+
+def hinge_embedding(c):
+    """max(margin - x, 0) where the target is not 1, plus x where it is not -1."""
+    x, y, margin = c.args[0], c.args[1], c.arg(2, "margin", 1.0)
+    per = f"where(not_equal({y}, 1), clip({margin!r} - {x}, 0.0, None), 0.0) + where(not_equal({y}, -1), {x}, 0.0)"
+    return reduced(per, c.arg(3, "reduction", 1))
+
+
+def soft_margin(c):
+    """log(1 + e ** (-y x)), as softplus: torch's overflows to inf, with a NaN gradient, where
+    -y x > 709; gradflow's is finite there (-y x, gradient -y)."""
+    return reduced(f"softplus(-{c.args[1]} * {c.args[0]})", c.arg(2, "reduction", 1))
+
+
+def multi_margin(c):
+    """For each row, weight[y] max(0, margin - x[y] + x[i]) ** p summed over the classes i other
+    than y, over the number of classes, as torch's kernel (the weight outside the power). At
+    margin - x[y] + x[i] == 0 no gradient passes, as torch's."""
+    x, y, p, margin, weight = c.args[0], c.args[1], c.arg(2, "p", 1), c.arg(3, "margin", 1), c.arg(4, "weight")
+    classes = c.shapes[0][-1]
+    if c.ndim() == 1:
+        x, y = f"reshape({x}, [1, {classes}])", f"reshape({y}, [1])"
+    gap = f"relu({margin!r} - take_along_axis({x}, expand_dims({y}, 1), axis=1) + {x})"
+    per = f"where(one_hot({y}, {classes}), 0.0, {gap if p == 1 else f'square({gap})'})"
+    if weight is not None:
+        per = f"{per} * expand_dims(take({weight}, {y}, axis=0), 1)"
+    per = f"sum({per}, axis=1) / {classes}"
+    if c.ndim() == 1:
+        per = f"reshape({per}, {shape_text(c.shape)})"
+    return reduced(per, c.arg(5, "reduction", 1))
+
+
+def poisson_nll(c):
+    """e ** x - t x for a log input, else x - t log(x + eps); full adds Stirling's t log t - t +
+    log(2 pi t) / 2 where t > 1, written out where it is not used, so that a target that takes
+    gradient gets torch's (NaN at t == 0, 0 elsewhere at or below 1)."""
+    x, t = c.args[0], c.args[1]
+    log_input, full, eps = c.arg(2, "log_input", True), c.arg(3, "full", False), c.arg(4, "eps", 1e-8)
+    per = f"exp({x}) - {t} * {x}" if log_input else f"{x} - {t} * log({x} + {eps!r})"
+    if full:
+        per = f"{per} + where(less_equal({t}, 1), 0.0, {t} * log({t}) - {t} + 0.5 * log({2 * math.pi!r} * {t}))"
+    return reduced(per, c.arg(5, "reduction", 1))
+
+
+LOSS_OPS: dict = {
+    "pairwise_distance": pairwise_distance, "dist": dist, "triplet_margin_loss": triplet_margin,
+    "margin_ranking_loss": margin_ranking, "cosine_embedding_loss": cosine_embedding,
+    "hinge_embedding_loss": hinge_embedding, "soft_margin_loss": soft_margin, "multi_margin_loss": multi_margin,
+    "poisson_nll_loss": poisson_nll,
+}
