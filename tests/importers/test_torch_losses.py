@@ -1,7 +1,7 @@
 """Losses, distances and norms against PyTorch: vector norms of every order, torch.dist and
 linalg.norm, pairwise_distance, the triplet, margin-ranking, cosine-embedding, hinge-embedding,
-soft-margin, multi-label soft-margin, multi-margin, Poisson and Gaussian losses; values and
-gradients compared at zeros, ties and kinks, with every reduction."""
+soft-margin, multi-label soft-margin, multi-margin, Poisson and Gaussian losses, and RMS
+normalisation; values and gradients compared at zeros, ties and kinks, with every reduction."""
 
 from __future__ import annotations
 
@@ -178,3 +178,58 @@ def test_import_soft_margin_loss_is_finite_where_torchs_overflows(step_file):
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert report.losses[0].value == pytest.approx(800 + np.log1p(np.exp(-1.0)), rel=1e-12)
     np.testing.assert_allclose(report.grad("x", "loss"), [1.0, 0.0, -1 / (1 + np.e)], rtol=1e-12, atol=1e-300)
+
+
+RMS = """
+class Rms(nn.Module):
+    def __init__(self, eps):
+        super().__init__()
+        self.norm = nn.RMSNorm(4, eps=eps)
+        self.wide = nn.RMSNorm([3, 4], eps=1e-5, elementwise_affine=False)
+        self.lin = nn.Linear(3, 4)
+        self.pad = nn.Parameter(torch.zeros(1, 4))   # a row of zeros (padding)
+        with torch.no_grad():
+            self.norm.weight.copy_(torch.tensor([1.0, 2.0, -0.5, 3.0]))
+
+    def forward(self, x):
+        h = torch.cat([self.lin(x), self.pad])
+        return {"affine": (self.norm(h) * torch.arange(20.0).reshape(5, 4)).sum(),
+                "plain": (F.rms_norm(h, (4,), eps=self.norm.eps) * torch.arange(20.0).reshape(5, 4)).sum(),
+                "wide": (self.wide(h[:3].expand(2, 3, 4)) ** 3).sum()}
+
+
+def given():
+    torch.manual_seed(0)
+    return {"module": Rms(1e-6), "inputs": (torch.randn(4, 3),)}
+
+
+def float32s():
+    torch.manual_seed(0)
+    return {"module": Rms(torch.finfo(torch.float32).eps), "inputs": (torch.randn(4, 3),)}
+
+
+def default():
+    torch.manual_seed(0)
+    return {"module": Rms(None), "inputs": (torch.randn(4, 3),)}
+"""
+
+
+def test_import_rms_norm_with_and_without_weight_gives_torch_values_and_gradients(step_file, same_as_torch):
+    path, _ = step_file(RMS)
+    check(path, "given", same_as_torch)
+    check(path, "float32s", same_as_torch)
+
+
+def test_import_rms_norm_without_eps_takes_float32s_eps_as_the_users_model_trains_with(step_file):
+    """eps=None: torch's eps is its tensor's (float64's when the step is rerun in float64), but the
+    user's float32 model adds float32's, and so does gradflow's import: a padding row's gradient
+    is the float32 model's, weight / sqrt(1.19e-7), not weight / sqrt(2.2e-16)."""
+    path, _ = step_file(RMS)
+    default = gradflow.analyze(gradflow.load(f"{path}:default"))
+    float32s = gradflow.analyze(gradflow.load(f"{path}:float32s"))
+    for loss in ("affine", "plain"):
+        for param in ("lin.weight", "lin.bias", "norm.weight", "pad"):
+            np.testing.assert_array_equal(default.grad(param, loss), float32s.grad(param, loss))
+    eps = float(torch.finfo(torch.float32).eps)
+    np.testing.assert_allclose(default.grad("pad", "affine")[0], [1.0, 2.0, -0.5, 3.0] * np.arange(16.0, 20.0)
+                               / np.sqrt(eps), rtol=1e-12)

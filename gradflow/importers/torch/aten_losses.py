@@ -1,6 +1,6 @@
 """aten's losses, distances and norms beyond those of aten_nn -> gradflow expressions: vector
-p-norms, pairwise distances, the margin and embedding losses and Poisson's negative
-log-likelihood, each written so that its gradient is torch's at zeros, ties and kinks."""
+p-norms, pairwise distances, the margin and embedding losses, Poisson's negative log-likelihood
+and RMS normalisation, each written so that its gradient is torch's at zeros, ties and kinks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import re
 
 from gradflow.importers.torch.aten_nn import reduced
 from gradflow.importers.torch.call import operand, reduced_over, shape_text
+
+FLOAT32_EPS = 1.1920928955078125e-07   # torch.finfo(torch.float32).eps
 
 
 def named(c, x: str, suffix: str) -> str:
@@ -128,9 +130,25 @@ def poisson_nll(c):
     return reduced(per, c.arg(5, "reduction", 1))
 
 
+def rms_norm(c):
+    """x / sqrt(mean(x ** 2) + eps) over the normalized axes, times weight, as torch's.
+
+    eps=None: torch takes the epsilon of its input's compute type, float32's (1.19e-7) for float32,
+    float16 and bfloat16 models, float64's (2.2e-16) for float64 ones. The import runs in float64,
+    but what it describes is the model as the user trains it, almost always in float32 or lower:
+    gradflow takes float32's, so an all-zero row (padding) gets the float32 model's gradient,
+    weight / sqrt(1.19e-7) ~ 2896 weight, not 6.7e7 weight (a false exploding gradient). A
+    float64 model with eps=None differs by ~1e-7 relative: give it eps to match exactly."""
+    x, shape, weight, eps = c.args[0], c.args[1], c.arg(2, "weight"), c.arg(3, "eps")
+    axis = tuple(range(c.ndim() - len(shape), c.ndim()))
+    eps = FLOAT32_EPS if eps is None else eps
+    expr = f"{x} / sqrt(mean(square({x}), axis={axis}, keepdims=True) + {eps!r})"
+    return expr if weight is None else f"{expr} * {weight}"
+
+
 LOSS_OPS: dict = {
     "pairwise_distance": pairwise_distance, "dist": dist, "triplet_margin_loss": triplet_margin,
     "margin_ranking_loss": margin_ranking, "cosine_embedding_loss": cosine_embedding,
     "hinge_embedding_loss": hinge_embedding, "soft_margin_loss": soft_margin, "multi_margin_loss": multi_margin,
-    "poisson_nll_loss": poisson_nll,
+    "poisson_nll_loss": poisson_nll, "rms_norm": rms_norm,
 }
