@@ -1,7 +1,8 @@
 """Losses, distances and norms against PyTorch: vector norms of every order, torch.dist and
 linalg.norm, pairwise_distance, the triplet, margin-ranking, cosine-embedding, hinge-embedding,
-soft-margin, multi-label soft-margin, multi-margin, Poisson and Gaussian losses, and RMS
-normalisation; values and gradients compared at zeros, ties and kinks, with every reduction."""
+soft-margin, multi-label soft-margin, multi-margin, Poisson and Gaussian losses, RMS
+normalisation and grouped-query attention; values and gradients compared at zeros, ties and
+kinks, with every reduction."""
 
 from __future__ import annotations
 
@@ -233,3 +234,59 @@ def test_import_rms_norm_without_eps_takes_float32s_eps_as_the_users_model_train
     eps = float(torch.finfo(torch.float32).eps)
     np.testing.assert_allclose(default.grad("pad", "affine")[0], [1.0, 2.0, -0.5, 3.0] * np.arange(16.0, 20.0)
                                / np.sqrt(eps), rtol=1e-12)
+
+
+GQA = """
+class Grouped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(8, 4 * 6)
+        self.kv = nn.Linear(8, 2 * 6 * 2)
+
+    def heads(self, x):
+        q = self.q(x).reshape(2, 5, 4, 6).transpose(1, 2)                    # [2, 4 heads, 5, 6]
+        return (q, *self.kv(x).reshape(2, 5, 2, 12).transpose(1, 2).chunk(2, -1))  # [2, 2 heads, 5, 6]
+
+    def forward(self, x, keep, bias):
+        q, k, v = self.heads(x)
+        w = torch.arange(240.0).reshape(2, 4, 5, 6)
+        return {"plain": (F.scaled_dot_product_attention(q, k, v, enable_gqa=True) * w).sum(),
+                "causal": (F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True) * w).sum(),
+                "bool_mask": (F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True) * w).sum(),
+                "float_mask": (F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3,
+                                                              enable_gqa=True) * w).sum(),
+                "one_head": (F.scaled_dot_product_attention(q[0], k[0, :1], v[0, :1], enable_gqa=True)
+                             * w[0]).sum()}
+
+
+class Dropped(Grouped):
+    def forward(self, x, keep, bias):
+        return {"loss": F.scaled_dot_product_attention(*self.heads(x), dropout_p=0.3, enable_gqa=True).pow(2).sum()}
+
+
+def step(module=Grouped):
+    torch.manual_seed(0)
+    keep = torch.rand(5, 5) > 0.4
+    keep[2] = False                      # a query that keeps no key
+    bias = torch.randn(2, 1, 5, 5)
+    bias[1, 0, 3] = -float("inf")        # a row masked out entirely
+    return {"module": module(), "inputs": (torch.randn(2, 5, 8), keep, bias)}
+
+
+def dropped():
+    return step(Dropped)
+"""
+
+
+def test_import_grouped_query_attention_repeats_each_key_and_value_head_as_torch(step_file, same_as_torch):
+    path, _ = step_file(GQA)
+    check(path, "step", same_as_torch)
+
+
+def test_import_grouped_query_attention_with_dropout_drops_the_weights_of_every_query_head(step_file):
+    path, _ = step_file(GQA)
+    model = gradflow.load(f"{path}:dropped")
+    report = gradflow.analyze(model)
+    assert {report.status(p.name, "loss") for p in report.params} == {"flows"}
+    weights = model.entries["scaled_dot_product_attention_weights"]
+    assert weights.op.name == "dropout" and weights.value.shape == (2, 4, 5, 5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from gradflow.importers.torch.aten_conv import CONV_OPS
-from gradflow.importers.torch.aten_layout import band
+from gradflow.importers.torch.aten_layout import band, interleaved
 from gradflow.importers.torch.call import Alias, Unsupported, index_text, operand, shape_text, text
 
 
@@ -226,7 +226,7 @@ def attention(c):
     mask, dropout, causal = c.arg(3, "attn_mask"), c.arg(4, "dropout_p", 0.0), c.arg(5, "is_causal", False)
     scale = c.kwargs.get("scale", c.args[6] if len(c.args) > 6 else None)
     if c.kwargs.get("enable_gqa"):
-        raise Unsupported("with enable_gqa")
+        k, v = (heads_repeated(c, x, i) for i, x in ((1, k), (2, v)))
     tail = f", scale={scale!r}" if scale is not None else ""
     if mask is not None and causal:
         raise Unsupported("with both attn_mask and is_causal")
@@ -242,6 +242,15 @@ def attention(c):
         return (f"masked_attention({q}, {k}, {v}, where({kept}, {mask}, -1e300){tail})"
                 f" * max({kept}, axis=-1, keepdims=True)")
     return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
+
+
+def heads_repeated(c, x: str, i: int) -> str:
+    """enable_gqa: the keys' or values' heads (axis -3) each repeated to the queries' count, as
+    torch's repeat_interleave."""
+    shape, heads = list(c.shapes[i]), c.shapes[0][-3] if c.ndim() >= 3 else None
+    if len(shape) < 3 or shape[-3] == heads:
+        return x
+    return interleaved(x, shape, len(shape) - 3, heads // shape[-3])
 
 
 def dropped_attention(c, q, k, v, mask, causal: bool, scale, p: float) -> str:
