@@ -62,7 +62,7 @@ class Calls:
             # One argument per tensor input and nothing else (tanh(h)): bind would match exactly
             # these, with no attribute to check and no seed to draw (UNBOUND: the ops that take
             # a fixed number of tensors, whose every attribute has a default, unseeded).
-            return self.apply(op, node, *[self.tensor(a) for a in args])
+            return self.apply(op, node, *self.operands(op, [self.eval(a) for a in args], args))
         tensors, attrs = self.bind(op, node)
         if op.seeded and "seed" not in attrs:
             attrs["seed"] = self.builder.seed_for(self.entry, node)
@@ -98,7 +98,8 @@ class Calls:
             n for n in attr_names if op.attrs[n] is REQUIRED and n not in attr_nodes]
         if missing or (op.variadic and not tensor_nodes):
             raise self.fail(node, f"{op.name}() takes {op.signature}: missing {', '.join(missing) or 'tensors'}")
-        tensors = [self.tensor(given[n]) for n in names] if names else [self.tensor(t) for t in tensor_nodes]
+        nodes = [given[n] for n in names] if names else tensor_nodes
+        tensors = self.operands(op, [self.eval(n) for n in nodes], nodes)
         attrs = {k: self.static(v, f"argument {k!r} of {op.name}()") for k, v in attr_nodes.items()}
         for name, value in attrs.items():
             self.check_attr(op, name, value, attr_nodes[name])

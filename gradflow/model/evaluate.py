@@ -12,6 +12,8 @@ import ast
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from gradflow.engine import ALIASES, OPS, Tensor
 from gradflow.errors import ModelError, ShapeError, did_you_mean, static_text
 from gradflow.model.calls import Calls, is_number
@@ -19,6 +21,7 @@ from gradflow.model.expr import BINARY, COMPARE, dotted_name
 
 FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
+INTEGER_KEEPING = frozenset({"add", "sub", "mul", "maximum", "minimum", "where"})   # int with int gives int
 
 
 @dataclass(slots=True, unsafe_hash=True, repr=False)
@@ -160,12 +163,23 @@ class Evaluator(Calls):
             if is_number(a) and is_number(b):
                 a = self.fold(name, a, b, op_node)
             else:
-                a = self.apply(name, op_node, self.as_tensor(a, op_node.left), self.as_tensor(b, op_node.right))
+                a = self.apply(name, op_node, *self.operands(OPS[name], (a, b), (op_node.left, op_node.right)))
         return a
 
     def eval_Compare(self, node):
         name = COMPARE[type(node.ops[0])]
         return self.apply(name, node, self.tensor(node.left), self.tensor(node.comparators[0]))
+
+    def operands(self, op, values, nodes) -> list:
+        """The values of an op's tensor inputs as tensors. A Python int beside integer tensors
+        is an integer constant where the op keeps integers (``n - 1``, ``maximum(n, 0)``), as
+        in numpy and torch, so the result can still index; elsewhere numbers are floats."""
+        if op.name in INTEGER_KEEPING and any(v.__class__ is int for v in values):
+            taking = [v for k, v in enumerate(values) if op.has_rule(k)]
+            if all(v.__class__ is int or isinstance(v, Tensor) and np.dtype(v.dtype).kind in "iu" for v in taking):
+                return [self.tape.leaf(np.int64(v)) if v.__class__ is int and op.has_rule(k) else self.as_tensor(v, n)
+                        for k, (v, n) in enumerate(zip(values, nodes))]
+        return [self.as_tensor(v, n) for v, n in zip(values, nodes)]
 
     def as_tensor(self, value, node) -> Tensor:
         """``value``, the value of ``node``, as a tensor: a number becomes a constant."""

@@ -83,3 +83,34 @@ def test_nan_to_num_replaces_infinities_by_the_tapes_own_largest_finite_numbers(
     np.testing.assert_array_equal(out.value, np.array([0.0, big, -big, 1.5], dtype=dtype))
     grads = tape.backward(tape.apply("sum", out))
     np.testing.assert_array_equal(grads[x.index], np.array([0, 0, 0, 1], dtype=dtype))
+
+
+INDICES_MODEL = """
+    gradflow: 1
+    inputs:
+      n: {shape: [3], dtype: int, value: [1, 2, 3]}
+      m: {shape: [3], value: [1.0, 0.0, 1.0]}
+    params:
+      e: {shape: [4, 2]}
+    graph:
+      shifted: maximum(n - 2, 0)
+      kept: where(m, n, 0) * 1
+      capped: minimum(3, n + 1) - 1
+      halved: n * 0.5
+      divided: n / 2
+      loss: sum(embedding(shifted, e)) + sum(embedding(kept, e)) + sum(embedding(capped, e)) + sum(halved + divided)
+    losses: [loss]
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_whole_numbers_beside_integer_tensors_keep_them_integers_that_can_index(write_model, dtype):
+    """i - 1, maximum(i, 0), where(m, i, 0): integers, as numpy's and torch's, so they index an
+    embedding (they were floats, which embedding refused); a float number or / gives floats."""
+    model = gradflow.load(write_model(INDICES_MODEL), dtype=dtype)
+    model.materialize()
+    values = {name: model.entries[name].value for name in ("shifted", "kept", "capped", "halved", "divided")}
+    assert {name: v.dtype.kind for name, v in values.items()} == {
+        "shifted": "i", "kept": "i", "capped": "i", "halved": "f", "divided": "f"}
+    assert [v.tolist() for v in values.values()] == [[0, 0, 1], [1, 0, 3], [1, 2, 2], [0.5, 1, 1.5], [0.5, 1, 1.5]]
+    assert values["halved"].dtype == np.dtype(dtype)

@@ -68,7 +68,17 @@ def clip(c):
         x, lo, hi = c.args[0], operand(lo) if lo is not None else None, operand(hi) if hi is not None else None
         expr = x if lo is None else f"where(less({x}, {lo}), {lo}, {x})"
         return expr if hi is None else f"where(greater({expr}, {hi}), {hi}, {expr})"
-    return f"clip({c.args[0]}, {text(lo)}, {text(hi)})"
+    return clipped(c, lo, hi)
+
+
+def clipped(c, lo, hi) -> str:
+    """clip, or on an integer tensor with integer bounds maximum and minimum, which keep it an
+    integer (an index, such as position ids clamped at 0), as torch's clamp does."""
+    x = c.args[0]
+    if c.kind != "int" or not all(b is None or b.__class__ is int for b in (lo, hi)):
+        return f"clip({x}, {text(lo)}, {text(hi)})"
+    x = x if lo is None else f"maximum({x}, {lo})"
+    return x if hi is None else f"minimum({x}, {hi})"
 
 
 def spread(c):
@@ -275,8 +285,8 @@ OPS = {
     "hardtanh": lambda c: f"hardtanh({c.args[0]}, lo={c.arg(1, 'min_val', -1.0)!r}, hi={c.arg(2, 'max_val', 1.0)!r})",
     "relu6": lambda c: f"hardtanh({c.args[0]}, lo=0.0, hi=6.0)",
     "clamp": clip, "clip": clip,
-    "clamp_min": lambda c: f"clip({c.args[0]}, {text(c.args[1])}, None)",
-    "clamp_max": lambda c: f"clip({c.args[0]}, None, {text(c.args[1])})",
+    "clamp_min": lambda c: clipped(c, c.args[1], None),
+    "clamp_max": lambda c: clipped(c, None, c.args[1]),
     "add": binary("+"), "sub": binary("-"), "rsub": binary("r-"), "mul": binary("*"), "div": div,
     "pow": binary("**"), "maximum": compare("maximum"), "minimum": compare("minimum"),
     "lerp": lambda c: f"{c.args[0]} + {text(c.args[2])} * ({c.args[1]} - {c.args[0]})",   # torch's gradients too
