@@ -101,10 +101,10 @@ class Op:
         object.__setattr__(self, "reuses", isinstance(self.forward, np.ufunc) and self.forward.nout == 1
                            and "inputs" not in self.reads)
         # One input, an output of its shape, no attributes (a numpy float64 scalar among them
-        # could promote float32): the value has its input's shape, and a rule's gradient g's
+        # could promote float32), not an integer result: the value has its input's shape, and a rule's gradient g's
         # shape and dtype, which are its input's. The tape takes both as they are.
         object.__setattr__(self, "fitted", self.shape is same_shape and len(self.inputs) == 1
-                           and not self.variadic and not self.attrs)
+                           and not self.variadic and not self.attrs and self.out != "int")
 
     @property
     def signature(self) -> str:
@@ -469,6 +469,15 @@ defop("grad_reverse", "gradient control", ("x",), lambda x: x, (lambda g, ans, x
       derivative=False)
 
 # ================================================================ non-differentiable
+def to_int(x):
+    """x truncated toward zero as int64; NaN, infinities and numbers beyond int64, which torch casts
+    to no number in particular either, are cast quietly."""
+    if x.dtype.kind != "f":
+        return x.astype(np.int64, copy=False)
+    with np.errstate(invalid="ignore"):
+        return np.trunc(x).astype(np.int64)
+
+
 _ND = dict(group="non-differentiable", kind="implicit")
 defop("argmax", inputs=("x",), forward=lambda x, axis=None, keepdims=False:
       np.argmax(x, axis=axis, keepdims=keepdims), vjps=(None,), shape=arg_shape,
@@ -493,6 +502,8 @@ defop("cumargmin", inputs=("x",), forward=running_arg(np.minimum), vjps=(None,),
 for _name, _fn, _doc in [("round", np.round, "round half to even"), ("floor", np.floor, "round down"),
                          ("ceil", np.ceil, "round up"), ("sign", np.sign, "-1, 0 or 1")]:
     defop(_name, inputs=("x",), forward=_fn, vjps=(None,), shape=same_shape, doc=_doc, out="float", **_ND)
+defop("to_int", inputs=("x",), forward=to_int, vjps=(None,), shape=same_shape,
+      doc="x as integers, its fractions cut off toward zero, as torch's .long() of a float", out="int", **_ND)
 for _name, _fn, _sym in [("less", np.less, "<"), ("less_equal", np.less_equal, "<="),
                          ("greater", np.greater, ">"), ("greater_equal", np.greater_equal, ">="),
                          ("equal", np.equal, "=="), ("not_equal", np.not_equal, "!=")]:

@@ -322,6 +322,7 @@ CASES: dict[str, list[Case]] = {
     "cumargmax": scan(),
     "cumargmin": scan(),
     "round": unary(),
+    "to_int": unary() + [Case("ints", args(I(3, 4, high=5)))],
     "floor": unary(),
     "ceil": unary(),
     "sign": unary(),

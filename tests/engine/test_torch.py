@@ -141,6 +141,7 @@ TORCH = {
     "argsort": lambda x, axis=-1, descending=False: torch.sort(x, dim=axis, descending=descending, stable=True).indices,
     "cumargmax": lambda x, axis: torch.cummax(x, axis).indices,
     "cumargmin": lambda x, axis: torch.cummin(x, axis).indices,
+    "to_int": lambda x: x.long(),
     "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign,
     "less": compare(torch.lt), "less_equal": compare(torch.le), "greater": compare(torch.gt),
     "greater_equal": compare(torch.ge), "equal": compare(torch.eq), "not_equal": compare(torch.ne),

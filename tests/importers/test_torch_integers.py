@@ -38,3 +38,47 @@ def test_position_ids_from_a_mask_index_an_embedding_as_in_torch(step_file, same
     check(path, "step", same_as_torch)
     exprs = [line.expr for line in import_python(f"{path}:step").graph]
     assert "clip(ids, 0.5, None)" in exprs and not any("clip(" in e for e in exprs if "0.5" not in e)
+
+
+CASTS = """
+class Categorical51(nn.Module):
+    '''C51's projection of the target distribution onto the support: floor and ceil of the
+    shifted returns cast to indices, the probabilities added at them with index_add_.'''
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(3, 2 * 5)
+        self.emb = nn.Embedding(12, 2)
+
+    def forward(self, x, rewards, scale):
+        atoms, vmin, vmax = 5, -2.0, 2.0
+        dz = (vmax - vmin) / (atoms - 1)
+        support = torch.linspace(vmin, vmax, atoms)
+        logits = self.head(x).view(-1, 2, atoms)
+        probs = logits.softmax(-1)[:, 0]
+        with torch.no_grad():
+            target = (rewards.unsqueeze(1) + 0.9 * support).clamp(vmin, vmax)
+            b = (target - vmin) / dz
+            low, up = b.floor().long(), b.ceil().long()
+            projected = torch.zeros(x.shape[0] * atoms)
+            offset = (torch.arange(x.shape[0]) * atoms).unsqueeze(1)
+            projected.index_add_(0, (low + offset).view(-1), (probs * (up.float() - b)).view(-1))
+            projected.index_add_(0, (up + offset).view(-1), (probs * (b - low.float())).view(-1))
+        log_p = logits.log_softmax(-1)[:, 1]
+        cut = (scale * x[:, 0]).long()                # toward zero: -1.02 -> -1, as torch's
+        return {"c51": -(projected.view(-1, atoms) * log_p).sum(1).mean(),
+                "bins": self.emb(cut + 4).sum() + cut.float().sum() + (x[:, 0] > 0).long().sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Categorical51(),
+            "inputs": (torch.tensor([[0.5, -1.2, 2.0], [-0.3, 0.8, -1.1], [1.5, 0.1, 0.2]]),
+                       torch.tensor([0.7, -3.0, 1.234]), torch.tensor(3.4))}
+"""
+
+
+def test_float_to_integer_casts_cut_toward_zero_and_index_as_in_torch(step_file, same_as_torch):
+    path, _ = step_file(CASTS)
+    check(path, "step", same_as_torch)
+    exprs = [line.expr for line in import_python(f"{path}:step").graph]
+    assert sum(e.startswith("to_int(") for e in exprs) == 4   # floor, ceil, the bins and the bool count

@@ -58,7 +58,7 @@ def test_discounted_returns_by_flip_and_cumsum_and_positions_from_a_mask_import(
     path, _ = step_file(RETURNS)
     report = check(path, "step", same_as_torch)
     assert report.status("v.weight", "policy") == "blocked"   # the advantage is detached
-    assert any(e.startswith("cumsum(argmax(stack(") for e in exprs(path))   # the bool mask counted as integers
+    assert any(e.startswith("cumsum(to_int(") for e in exprs(path))   # the bool mask counted as integers
 
 
 NERF = """

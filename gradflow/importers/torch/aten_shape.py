@@ -118,8 +118,8 @@ def converted(x: str, source, target) -> str:
         return f"{x} * 1.0"
     if target == "bool":
         return f"not_equal({x}, 0)"
-    if source == "bool" and target == "int":   # 0/1 as integers: the index of the larger of (1 - b, b)
-        return f"argmax(stack([1 - {x}, {x}], axis=-1), axis=-1)"
+    if target == "int":   # fractions cut off toward zero, as torch's; a bool's 0/1 as integers
+        return f"to_int({x})"
     raise Unsupported(f"from {source} to {target}")
 
 
