@@ -290,3 +290,38 @@ def test_import_grouped_query_attention_with_dropout_drops_the_weights_of_every_
     assert {report.status(p.name, "loss") for p in report.params} == {"flows"}
     weights = model.entries["scaled_dot_product_attention_weights"]
     assert weights.op.name == "dropout" and weights.value.shape == (2, 4, 5, 5)
+
+
+UNCAPTURED = """
+class Uncaptured(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 5)
+
+    def forward(self, x, targets):
+        logp = self.lin(x).log_softmax(-1)
+        if targets.shape[1] == 3:
+            return {"loss": F.ctc_loss(logp, targets, torch.tensor([6, 6]), torch.tensor([2, 3]))}  # @ctc
+        return {"loss": F.gaussian_nll_loss(logp[..., :1], x[..., :1], logp[..., 1:2].exp())}  # @gaussian
+
+
+def ctc():
+    return {"module": Uncaptured(), "inputs": (torch.randn(6, 2, 3), torch.tensor([[1, 2, 0], [3, 1, 2]]))}
+
+
+def gaussian():
+    return {"module": Uncaptured(), "inputs": (torch.randn(6, 2, 3), torch.zeros(2, 2, dtype=torch.long))}
+"""
+
+
+@pytest.mark.parametrize("func, says", [
+    ("ctc", "F.ctc_loss cannot be imported: torch.export cannot capture aten._ctc_loss"),
+    ("gaussian", "F.gaussian_nll_loss with a tensor var cannot be imported: it checks that var is not negative"),
+])
+def test_losses_export_cannot_capture_are_refused_at_their_line_saying_why(step_file, func, says):
+    """export's own words were 'DynamicOutputShapeException: aten._ctc_loss.Tensor' and, for the
+    Gaussian loss's check of var, a general word about values."""
+    path, line_of = step_file(UNCAPTURED)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:{func}")
+    assert caught.value.line == line_of(func) and caught.value.message.startswith(says)

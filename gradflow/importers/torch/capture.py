@@ -322,6 +322,13 @@ def export_message(error: BaseException) -> str:
     if packed_sequence(error.__traceback__):
         return ("a PackedSequence cannot be imported (export cannot trace it): pass the padded batch to the "
                 "layer and mask the padded steps out of the loss")
+    if type(error).__name__ == "DynamicOutputShapeException" and "_ctc_loss" in first:
+        return ("F.ctc_loss cannot be imported: torch.export cannot capture aten._ctc_loss, whose alignment "
+                "table's size depends on the target lengths' values, and gradflow has no CTC op")
+    if type(error).__name__ == "GuardOnDataDependentSymNode" and in_function(error.__traceback__, "gaussian_nll_loss"):
+        return ("F.gaussian_nll_loss with a tensor var cannot be imported: it checks that var is not negative "
+                "with an `if` on its values, which export cannot trace; write the loss out, "
+                "0.5 * (torch.log(var) + (input - target) ** 2 / var) and its mean, with var kept positive")
     if type(error).__name__ == "GuardOnDataDependentSymNode" and checked_distribution(error.__traceback__):
         return ("torch.export could not capture the step: this distribution checks its arguments' values "
                 "(validate_args=True), which export cannot trace; pass validate_args=False")
@@ -330,6 +337,15 @@ def export_message(error: BaseException) -> str:
                 "(a Python `if` on one, `.item()`, or a size such as F.one_hot's without num_classes); "
                 "compute it without them (torch.where, an explicit size)")
     return f"torch.export could not capture the step: {type(error).__name__}: {first}"
+
+
+def in_function(tb, name: str) -> bool:
+    """Did the error pass through a function of this name (torch's own, say)?"""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == name:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def checked_distribution(tb) -> bool:
