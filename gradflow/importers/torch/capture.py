@@ -246,8 +246,8 @@ def hooks_refused(module: torch.nn.Module, fallback: Source) -> None:
                                     **torch.nn.modules.module._global_backward_pre_hooks}))
     for what, hooks in hooked:
         if hooks:
-            code = getattr(inspect.unwrap(getattr(next(iter(hooks.values())), "func", None)
-                                          or next(iter(hooks.values()))), "__code__", None)
+            hook = next(iter(hooks.values()))
+            code = getattr(inspect.unwrap(getattr(hook, "func", hook)), "__code__", None)   # a partial's function
             at = Source(code.co_filename, code.co_firstlineno, 1) if code else fallback
             raise ModelError(f"a gradient hook on {what} cannot be imported: {HOOKS}", display(at.path),
                              at.line, at.col)
@@ -268,9 +268,10 @@ def autocast_as_nothing():
 @contextmanager
 def watching(recorder: Recorder):
     """Patch node creation, Function.apply, Tensor.data, requires_grad, autograd.grad, register_hook,
-    inference_mode and autocast for the duration of one export, and turn off the value checks of ``torch.distributions`` that the
-    user did not ask for: ``Categorical(logits=...)`` checks by default that its arguments are
-    valid, an ``if`` on tensor values that export cannot trace and that changes no gradient."""
+    inference_mode and autocast for the duration of one export, and turn off the value checks of
+    ``torch.distributions`` that the user did not ask for: ``Categorical(logits=...)`` checks by
+    default that its arguments are valid, an ``if`` on tensor values that export cannot trace and
+    that changes no gradient."""
     checks = torch.distributions.Distribution._validate_args
     torch.distributions.Distribution.set_default_validate_args(False)
     create_node, apply = torch.fx.Graph.create_node, torch.autograd.Function.__dict__["apply"]
@@ -319,49 +320,42 @@ def export_message(error: BaseException) -> str:
     first = text[0] if text else type(error).__name__
     if ".data" in str(error) or "set_data" in str(error):
         return "torch.export cannot trace '.data'; use '.detach()' to cut the gradient"
-    if packed_sequence(error.__traceback__):
+    tb, guarded = error.__traceback__, type(error).__name__ == "GuardOnDataDependentSymNode"
+    if passed_through(tb, holding_packed_sequence):
         return ("a PackedSequence cannot be imported (export cannot trace it): pass the padded batch to the "
                 "layer and mask the padded steps out of the loss")
     if type(error).__name__ == "DynamicOutputShapeException" and "_ctc_loss" in first:
         return ("F.ctc_loss cannot be imported: torch.export cannot capture aten._ctc_loss, whose alignment "
                 "table's size depends on the target lengths' values, and gradflow has no CTC op")
-    if type(error).__name__ == "GuardOnDataDependentSymNode" and in_function(error.__traceback__, "gaussian_nll_loss"):
+    if guarded and passed_through(tb, lambda frame: frame.f_code.co_name == "gaussian_nll_loss"):
         return ("F.gaussian_nll_loss with a tensor var cannot be imported: it checks that var is not negative "
                 "with an `if` on its values, which export cannot trace; write the loss out, "
                 "0.5 * (torch.log(var) + (input - target) ** 2 / var) and its mean, with var kept positive")
-    if type(error).__name__ == "GuardOnDataDependentSymNode" and checked_distribution(error.__traceback__):
+    if guarded and passed_through(tb, checked_distribution):
         return ("torch.export could not capture the step: this distribution checks its arguments' values "
                 "(validate_args=True), which export cannot trace; pass validate_args=False")
-    if type(error).__name__ == "GuardOnDataDependentSymNode":   # torch's words: "guard on data-dependent expression u0"
+    if guarded:   # torch's words: "guard on data-dependent expression u0"
         return ("torch.export could not capture the step: what this line does depends on a tensor's values "
                 "(a Python `if` on one, `.item()`, or a size such as F.one_hot's without num_classes); "
                 "compute it without them (torch.where, an explicit size)")
     return f"torch.export could not capture the step: {type(error).__name__}: {first}"
 
 
-def in_function(tb, name: str) -> bool:
-    """Did the error pass through a function of this name (torch's own, say)?"""
+def passed_through(tb, found) -> bool:
+    """Did the error pass through a frame for which ``found(frame)`` holds?"""
     while tb is not None:
-        if tb.tb_frame.f_code.co_name == name:
+        if found(tb.tb_frame):
             return True
         tb = tb.tb_next
     return False
 
 
-def checked_distribution(tb) -> bool:
-    """Did the step fail where a distribution checks its arguments' values (validate_args=True)?"""
-    while tb is not None:
-        owner = tb.tb_frame.f_locals.get("self")
-        if isinstance(owner, torch.distributions.Distribution) and owner._validate_args:
-            return True
-        tb = tb.tb_next
-    return False
+def checked_distribution(frame) -> bool:
+    """Is this a distribution's frame, checking its arguments' values (validate_args=True)?"""
+    owner = frame.f_locals.get("self")
+    return isinstance(owner, torch.distributions.Distribution) and owner._validate_args
 
 
-def packed_sequence(tb) -> bool:
-    """Did the step fail with a PackedSequence in hand (pack_padded_sequence into an LSTM)?"""
-    while tb is not None:
-        if any(isinstance(v, torch.nn.utils.rnn.PackedSequence) for v in tb.tb_frame.f_locals.values()):
-            return True
-        tb = tb.tb_next
-    return False
+def holding_packed_sequence(frame) -> bool:
+    """Does this frame hold a PackedSequence (pack_padded_sequence into an LSTM)?"""
+    return any(isinstance(v, torch.nn.utils.rnn.PackedSequence) for v in frame.f_locals.values())
