@@ -133,7 +133,8 @@ REARRANGED = frozenset({"transpose", "permute", "reshape", "flatten", "expand_di
 
 def zero_factor(graph, node, zero) -> str | None:
     """The parameter whose zeros make a product pass zero back (LoRA's B at its init, a gate or
-    scale initialised to 0), seen through rearrangements such as its transpose; else None."""
+    scale initialised to 0), seen through rearrangements such as its transpose; else None. The
+    parameter itself must be all zeros: a zero entry taken out of it is not named as the whole."""
     if node.op.name not in PRODUCTS:
         return None
     for factor in node.parents[:2]:
@@ -141,7 +142,7 @@ def zero_factor(graph, node, zero) -> str | None:
             continue
         while factor.op is not None and factor.op.name in REARRANGED:
             factor = factor.parents[0]
-        if factor.index in graph.param_names:
+        if factor.index in graph.param_names and not np.any(factor.value):
             return graph.param_names[factor.index]
     return None
 

@@ -78,7 +78,7 @@ def places(cuts, path) -> str:
 def cause(pair) -> tuple:
     """What makes a pair what it is, as a key: findings with one cause are one finding."""
     cuts = pair.cut_by if pair.status == "blocked" else pair.dies_at if pair.status == "zero" else ()
-    return (pair.status, tuple(c.index for c in cuts))
+    return (pair.status, tuple((c.index, c.zeros) for c in cuts))   # zeros: which factor, said too
 
 
 def dying(pair, path: str | None) -> str:

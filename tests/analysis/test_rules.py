@@ -188,6 +188,23 @@ def test_gf107_names_the_parameter_of_zeros_a_zero_gradient_dies_multiplied_by(w
         "node", "op", "kind", "file", "line", "col"}
 
 
+def test_gf107_names_only_a_parameter_that_is_all_zeros_and_only_for_the_parameter_it_stops(write_model):
+    """half[0] is 0 but half is not: a's gradient dies at the product with no factor named; half's
+    own dies there because a is all zeros. One cause each, so one finding each."""
+    report = gradflow.analyze(gradflow.load(write_model("""
+gradflow: 1
+params:
+  half: {value: [0.0, 1.0]}
+  a: {value: [0.0, 0.0, 0.0]}
+graph:
+  loss: sum(half[0] * a)
+losses: [loss]
+""")))
+    messages = {f.params[0]: f.message for f in report.findings if f.rule == "GF107"}
+    assert messages["half"].endswith("it dies at mul in loss (line 6:13), where its factor a is all zeros")
+    assert messages["a"].endswith("it dies at mul in loss (line 6:13)")
+
+
 def test_gf108_and_gf109_thresholds(write_model):
     text = HEAD + """
 graph:
