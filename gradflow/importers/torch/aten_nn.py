@@ -1,12 +1,10 @@
-"""aten neural-network ops and losses -> gradflow expressions (activations, norms, attention, losses;
-convolutions and pools from aten_conv)."""
+"""aten neural-network ops and losses -> gradflow expressions (activations, norms, losses;
+convolutions and pools from aten_conv, attention from aten_attention)."""
 
 from __future__ import annotations
 
-import math
-
+from gradflow.importers.torch.aten_attention import ATTENTION_OPS
 from gradflow.importers.torch.aten_conv import CONV_OPS
-from gradflow.importers.torch.aten_layout import band, interleaved
 from gradflow.importers.torch.call import Alias, Unsupported, index_text, operand, shape_text, text
 
 
@@ -221,59 +219,6 @@ def embedding(c):
     return f"embedding({c.args[1]}, {c.args[0]}{'' if pad == -1 else f', padding_idx={pad}'})"
 
 
-def attention(c):
-    q, k, v = c.args[:3]
-    mask, dropout, causal = c.arg(3, "attn_mask"), c.arg(4, "dropout_p", 0.0), c.arg(5, "is_causal", False)
-    scale = c.kwargs.get("scale", c.args[6] if len(c.args) > 6 else None)
-    if c.kwargs.get("enable_gqa"):
-        k, v = (heads_repeated(c, x, i) for i, x in ((1, k), (2, v)))
-    tail = f", scale={scale!r}" if scale is not None else ""
-    if mask is not None and causal:
-        raise Unsupported("with both attn_mask and is_causal")
-    if dropout:
-        return dropped_attention(c, q, k, v, mask, causal, scale, dropout)
-    if mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
-        # gradflow holds booleans as 0/1 floats: make it additive; a query with no key kept gets
-        # zeros and no gradient, as torch's softmax of a fully masked row
-        any_kept = f"max({mask}, axis=-1, keepdims=True)"
-        return f"masked_attention({q}, {k}, {v}, where({mask}, 0.0, -1e300){tail}) * {any_kept}"
-    if mask is not None:   # -inf everywhere in a row: zeros too (a finite stand-in keeps the rest exact)
-        kept = f"not_equal({mask}, log(0.0))"
-        return (f"masked_attention({q}, {k}, {v}, where({kept}, {mask}, -1e300){tail})"
-                f" * max({kept}, axis=-1, keepdims=True)")
-    return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
-
-
-def heads_repeated(c, x: str, i: int) -> str:
-    """enable_gqa: the keys' or values' heads (axis -3) each repeated to the queries' count, as
-    torch's repeat_interleave."""
-    shape, heads = list(c.shapes[i]), c.shapes[0][-3] if c.ndim() >= 3 else None
-    if len(shape) < 3 or shape[-3] == heads:
-        return x
-    return interleaved(x, shape, len(shape) - 3, heads // shape[-3])
-
-
-def dropped_attention(c, q, k, v, mask, causal: bool, scale, p: float) -> str:
-    """Attention in training mode with dropout_p, as torch's math: softmax(q k^T scale + mask), its
-    weights dropped (gradflow's own seeded mask, as nn.Dropout's), times v. Masks as above: a
-    finite stand-in for -inf, and zeros for a query that keeps no key."""
-    nk = c.ndim(1)
-    swap = tuple(range(nk - 2)) + (nk - 1, nk - 2)
-    scale = 1 / math.sqrt(c.shapes[0][-1]) if scale is None else scale
-    scores = f"({q} @ transpose({k}, axes={text(swap)})) * {scale!r}"
-    kept = None
-    if causal:
-        scores = f"where({band(c.shapes[0][-2], c.shapes[1][-2], 0, False)}, {scores}, -1e300)"
-    elif mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
-        scores, kept = f"where({mask}, {scores}, -1e300)", mask
-    elif mask is not None:
-        kept = f"not_equal({mask}, log(0.0))"
-        scores = f"{scores} + where({kept}, {mask}, -1e300)"
-    weights = c.line(f"dropout(softmax({scores}, axis=-1), {p!r})", "weights")
-    out = f"{weights} @ {v}"
-    return out if kept is None else f"({out}) * max({kept}, axis=-1, keepdims=True)"
-
-
 def dropout(c):
     p, train = c.arg(1, "p", 0.5), c.arg(2, "train", True)
     return Alias(c.args[0]) if not train or not p else f"dropout({c.args[0]}, {p!r})"
@@ -298,7 +243,7 @@ NN_OPS = {
     "binary_cross_entropy_with_logits": bce_logits,
     "l1_loss": lambda c: reduced(f"abs({c.args[0]} - {c.args[1]})", c.arg(2, "reduction", 1)),
     "layer_norm": layer_norm, "batch_norm": batch_norm, "group_norm": group_norm, "embedding": embedding,
-    "scaled_dot_product_attention": attention, "dropout": dropout,
+    "dropout": dropout, **ATTENTION_OPS,
     **CONV_OPS, "cosine_similarity": cosine,
     "huber_loss": huber, "smooth_l1_loss": smooth_l1, "kl_div": kl_div,
     "log_sigmoid": lambda c: f"-softplus(-{c.args[0]})",
