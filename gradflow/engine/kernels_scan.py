@@ -120,7 +120,7 @@ def scatter(x, idx, src, axis):
     check_indices(idx, x.shape[axis])
     out = np.array(x, dtype=np.result_type(x, src))
     places, kept = last_writes(scattered_at(idx, axis), x.shape)
-    out.reshape(-1)[places] = np.broadcast_to(src, np.shape(idx)).reshape(-1)[kept]
+    np.put(out, places, np.broadcast_to(src, np.shape(idx)).reshape(-1)[kept])   # out may be in column order
     return out
 
 

@@ -271,6 +271,23 @@ def test_scatter_writes_the_last_of_repeated_indices_as_torch_on_cpu_and_passes_
     assert grads[ss.index][0].tolist() == [2.0, 2.0, 2.0]
 
 
+@pytest.mark.parametrize("name", ["scatter", "scatter_add"])
+def test_scatter_writes_into_a_transposed_tensor_as_torch(name):
+    # transpose gives a view in column order: the writes must land in the result all the same
+    x, src = np.arange(12.0).reshape(4, 3), np.array([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0]])
+    idx = np.array([[1, 3], [0, 0], [2, 1]])
+    tape = Tape()
+    xs, ss = tape.param(x), tape.param(src)
+    out = tape.apply(name, tape.apply("transpose", xs), tape.leaf(idx), ss, axis=1)
+    grads = tape.backward(tape.apply("sum", out * out))
+    tx, ts = torch.tensor(x, requires_grad=True), torch.tensor(src, requires_grad=True)
+    theirs = getattr(tx.T, name)(1, torch.tensor(idx), ts)
+    (theirs * theirs).sum().backward()
+    np.testing.assert_array_equal(out.value, theirs.detach().numpy())
+    np.testing.assert_array_equal(grads[xs.index], tx.grad.numpy())
+    np.testing.assert_array_equal(grads[ss.index], ts.grad.numpy())
+
+
 def test_scatter_add_adds_repeated_indices_and_infinities_as_torch():
     x, src = np.zeros((2, 3)), np.array([[1.0, INF, 2.0, -INF], [NAN, 1.0, 1.0, 1.0]])
     idx = np.array([[0, 1, 0, 1], [2, 2, 2, 0]])
