@@ -255,11 +255,9 @@ def scatter_shape(x, idx, src, axis):
     if any(i > n for d, (i, n) in enumerate(zip(idx, x)) if d != a):
         raise ShapeError(f"{where}: the index is longer than x along an axis other than {axis}")
     try:
-        fits = broadcast_shape(src, idx) == tuple(idx)
+        broadcast_to_shape(src, idx)
     except ShapeError:
-        fits = False
-    if not fits:
-        raise ShapeError(f"{where}: values {fmt(src)} do not broadcast to the index's shape")
+        raise ShapeError(f"{where}: values {fmt(src)} do not broadcast to the index's shape") from None
     return x
 
 

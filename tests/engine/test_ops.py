@@ -431,6 +431,26 @@ def test_embedding_padding_idx_must_be_a_row_of_weight(pad):
         tape.apply("embedding", tape.leaf(shape=(2,), dtype=np.int64), tape.leaf(shape=(3, 4)), padding_idx=pad)
 
 
+@pytest.mark.parametrize("name,shapes,attrs,message", [
+    ("cumsum", [()], {"axis": 0}, "cumsum: needs a tensor of at least one axis, got a scalar"),
+    ("argsort", [(3, 4)], {"axis": 2}, "argsort: axis 2 is out of range for shape [3, 4]"),
+    ("scatter", [(3, 4), (3,), (3,)], {"axis": 1}, "scatter into [3, 4] at index [3]: the index needs 2 axes, at least one"),
+    ("scatter", [(3, 4), (4, 1), (4, 1)], {"axis": 1},
+     "scatter into [3, 4] at index [4, 1]: the index is longer than x along an axis other than 1"),
+    ("scatter_add", [(3, 4), (3, 2), (3, 3)], {"axis": 1},
+     "scatter_add: scatter into [3, 4] at index [3, 2]: values [3, 3] do not broadcast to the index's shape"),
+    ("scatter_add", [(3, 4), (3, 2), (1, 3, 2)], {"axis": 1},
+     "scatter_add: scatter into [3, 4] at index [3, 2]: values [1, 3, 2] do not broadcast to the index's shape"),
+])
+def test_scan_and_scatter_shape_rules_refuse_what_torch_refuses(name, shapes, attrs, message):
+    tape = Tape(eager=False)
+    leaves = [tape.leaf(shape=shapes[0])] + [tape.leaf(shape=s, dtype=np.int64 if k == 0 else None)
+                                            for k, s in enumerate(shapes[1:])]
+    with pytest.raises(ShapeError) as caught:
+        tape.apply(name, *leaves, **attrs)
+    assert str(caught.value) == message
+
+
 def test_cross_entropy_with_every_label_ignored_is_nan_with_no_gradient():
     tape, (logits, _), loss = scalar_of("cross_entropy", [np.ones((2, 3)), np.array([-1, -1])], {"ignore_index": -1},
                                         np.array(1.0))
