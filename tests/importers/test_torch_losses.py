@@ -261,7 +261,9 @@ class Grouped(nn.Module):
 
 class Dropped(Grouped):
     def forward(self, x, keep, bias):
-        return {"loss": F.scaled_dot_product_attention(*self.heads(x), dropout_p=0.3, enable_gqa=True).pow(2).sum()}
+        return {"loss": F.scaled_dot_product_attention(*self.heads(x), dropout_p=0.3, enable_gqa=True).pow(2).sum(),
+                "masked": F.scaled_dot_product_attention(*self.heads(x), attn_mask=keep, dropout_p=0.3,
+                                                         enable_gqa=True).pow(2).sum()}
 
 
 def step(module=Grouped):
@@ -290,6 +292,19 @@ def test_import_grouped_query_attention_with_dropout_drops_the_weights_of_every_
     assert {report.status(p.name, "loss") for p in report.params} == {"flows"}
     weights = model.entries["scaled_dot_product_attention_weights"]
     assert weights.op.name == "dropout" and weights.value.shape == (2, 4, 5, 5)
+
+
+@pytest.mark.parametrize("func", ["step", "dropped"])
+def test_import_attention_with_a_query_that_keeps_no_key_is_finite_in_float32_as_in_float64(step_file, func):
+    """A masked score's stand-in for -inf was -1e300, which is -inf in float32: the row masked out
+    entirely was NaN there, and its NaN reached every gradient, where torch's float32 gives zeros."""
+    path, _ = step_file(GQA)
+    wide, narrow = (gradflow.analyze(gradflow.load(f"{path}:{func}", dtype=dtype)) for dtype in ("float64", "float32"))
+    for loss, same in zip(wide.losses, narrow.losses):
+        np.testing.assert_allclose(same.value, loss.value, rtol=1e-5, err_msg=loss.name)
+        for param in ("q.weight", "q.bias", "kv.weight", "kv.bias"):
+            np.testing.assert_allclose(narrow.grad(param, loss.name), wide.grad(param, loss.name), rtol=1e-3,
+                                       atol=1e-3, err_msg=f"{loss.name} {param}")
 
 
 UNCAPTURED = """

@@ -9,6 +9,10 @@ import math
 from gradflow.importers.torch.aten_layout import band, interleaved
 from gradflow.importers.torch.call import Unsupported, text
 
+# A masked score's finite stand-in for -inf: any score less it has exp 0, so the kept ones stay
+# exact, and float32 holds it (-1e300 is -inf there: a row masked out entirely was NaN, not zeros)
+MASKED = "-1e30"
+
 
 def attention(c):
     q, k, v = c.args[:3]
@@ -25,10 +29,10 @@ def attention(c):
         # gradflow holds booleans as 0/1 floats: make it additive; a query with no key kept gets
         # zeros and no gradient, as torch's softmax of a fully masked row
         any_kept = f"max({mask}, axis=-1, keepdims=True)"
-        return f"masked_attention({q}, {k}, {v}, where({mask}, 0.0, -1e300){tail}) * {any_kept}"
+        return f"masked_attention({q}, {k}, {v}, where({mask}, 0.0, {MASKED}){tail}) * {any_kept}"
     if mask is not None:   # -inf everywhere in a row: zeros too (a finite stand-in keeps the rest exact)
         kept = f"not_equal({mask}, log(0.0))"
-        return (f"masked_attention({q}, {k}, {v}, where({kept}, {mask}, -1e300){tail})"
+        return (f"masked_attention({q}, {k}, {v}, where({kept}, {mask}, {MASKED}){tail})"
                 f" * max({kept}, axis=-1, keepdims=True)")
     return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
 
@@ -52,12 +56,12 @@ def dropped_attention(c, q, k, v, mask, causal: bool, scale, p: float) -> str:
     scores = f"({q} @ transpose({k}, axes={text(swap)})) * {scale!r}"
     kept = None
     if causal:
-        scores = f"where({band(c.shapes[0][-2], c.shapes[1][-2], 0, False)}, {scores}, -1e300)"
+        scores = f"where({band(c.shapes[0][-2], c.shapes[1][-2], 0, False)}, {scores}, {MASKED})"
     elif mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
-        scores, kept = f"where({mask}, {scores}, -1e300)", mask
+        scores, kept = f"where({mask}, {scores}, {MASKED})", mask
     elif mask is not None:
         kept = f"not_equal({mask}, log(0.0))"
-        scores = f"{scores} + where({kept}, {mask}, -1e300)"
+        scores = f"{scores} + where({kept}, {mask}, {MASKED})"
     weights = c.line(f"dropout(softmax({scores}, axis=-1), {p!r})", "weights")
     out = f"{weights} @ {v}"
     return out if kept is None else f"({out}) * max({kept}, axis=-1, keepdims=True)"
