@@ -379,6 +379,33 @@ def test_scatter_writes_the_last_of_repeated_indices_as_torch_on_cpu(step_file, 
     assert report.grad("src", "written").tolist() == [[2.0, 2.0, 2.0], [7.0, 5.0, 7.0]]
 
 
+ADDED = """
+class Counts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.arange(12.0).reshape(3, 4))
+
+    def forward(self, index):
+        ones = torch.ones(3, 4)
+        # reduce="add" has no derivative in torch: what it adds up here is data
+        counts = torch.zeros(3, 4).scatter(1, index, ones, reduce="add")
+        filled = ones.scatter(0, index[1:], 2.5, reduce="add")
+        return {"loss": (self.w * counts).sum() + (self.w * filled).sum()}
+
+
+def step():
+    return {"module": Counts(), "inputs": (torch.tensor([[1, 1, 3], [2, 0, 2], [0, 0, 0]]),)}
+"""
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")   # torch's, for a tensor src
+def test_scatter_with_reduce_add_adds_as_scatter_add(step_file, same_as_torch):
+    path, _ = step_file(ADDED)
+    report = check(path, "step", same_as_torch)
+    assert report.grad("w", "loss").tolist() == [[3.5, 8.0, 3.5, 2.0], [2.0, 1.0, 3.0, 1.0], [6.5, 1.0, 3.5, 1.0]]
+    assert sum(e.startswith("scatter_add(") for e in exprs(path)) == 2
+
+
 GUMBEL = """
 class Discrete(nn.Module):
     def __init__(self):

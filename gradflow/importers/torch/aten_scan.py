@@ -13,17 +13,16 @@ tied entries is returned, and takes the gradient, may not be (the README's From 
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_index import integer
-from gradflow.importers.torch.aten_shape import converted
+from gradflow.importers.torch.aten_shape import convert, converted
 from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, operand, shape_text, text
 
 
 def scan(op):
     """cumsum and cumprod, in the output's kind (dtype=, or a bool's count as integers)."""
     def handler(c):
-        x = converted(c.args[0], c.kinds.get(0), c.kind)
         if not c.ndim():   # a scalar's running sum or product is itself
-            return Alias(x) if x == c.args[0] else x
-        return f"{op}({x}, axis={c.args[1] % c.ndim()})"
+            return convert(c)
+        return f"{op}({converted(c.args[0], c.kinds.get(0), c.kind)}, axis={c.args[1] % c.ndim()})"
     return handler
 
 
@@ -54,9 +53,7 @@ def running(op):
 
 def order(c) -> tuple:
     """(dim, descending) of sort and argsort, in either form: (x, dim, descending) or (x, *,
-    stable, dim, descending)."""
-    if c.overload == "stable":
-        return c.kwargs.get("dim", -1), c.kwargs.get("descending", False)
+    stable, dim, descending), whose keywords come as such."""
     return c.arg(1, "dim", -1), c.arg(2, "descending", False)
 
 
@@ -136,7 +133,7 @@ def scatter(c):
         raise Unsupported("of a 0-d tensor")
     x, d = c.args[0], c.args[1] % c.ndim()
     src = written(c) if c.overload in ("src", "reduce") else number(c, c.args[3])
-    reduce = c.kwargs.get("reduce", c.args[4] if len(c.args) > 4 else None)
+    reduce = c.arg(4, "reduce")
     if reduce not in (None, "add"):
         raise Unsupported(f"with reduce={reduce!r}")
     return f"{'scatter_add' if reduce else 'scatter'}({x}, {c.args[2]}, {src}, axis={d})"
