@@ -25,16 +25,20 @@ def attention(c):
         raise Unsupported("with both attn_mask and is_causal")
     if dropout:
         return dropped_attention(c, q, k, v, mask, causal, scale, dropout)
-    if mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
-        # gradflow holds booleans as 0/1 floats: make it additive; a query with no key kept gets
-        # zeros and no gradient, as torch's softmax of a fully masked row
-        any_kept = f"max({mask}, axis=-1, keepdims=True)"
-        return f"masked_attention({q}, {k}, {v}, where({mask}, 0.0, {MASKED}){tail}) * {any_kept}"
-    if mask is not None:   # -inf everywhere in a row: zeros too (a finite stand-in keeps the rest exact)
-        kept = f"not_equal({mask}, log(0.0))"
-        return (f"masked_attention({q}, {k}, {v}, where({kept}, {mask}, {MASKED}){tail})"
-                f" * max({kept}, axis=-1, keepdims=True)")
-    return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
+    if mask is None:
+        return f"scaled_dot_product_attention({q}, {k}, {v}, is_causal={bool(causal)}{tail})"
+    added, kept = masks(c, mask)
+    return f"masked_attention({q}, {k}, {v}, {added}{tail}) * max({kept}, axis=-1, keepdims=True)"
+
+
+def masks(c, mask) -> tuple:
+    """(what the scores add, which keys each query keeps) for attn_mask: gradflow holds booleans as
+    0/1 floats, so a boolean mask becomes additive; a float mask's -inf takes the finite stand-in.
+    A query that keeps no key gets zeros and no gradient, as torch's softmax of a fully masked row."""
+    if c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
+        return f"where({mask}, 0.0, {MASKED})", mask
+    kept = c.line(f"not_equal({mask}, log(0.0))", "kept")
+    return f"where({kept}, {mask}, {MASKED})", kept
 
 
 def heads_repeated(c, x: str, i: int) -> str:
@@ -48,8 +52,7 @@ def heads_repeated(c, x: str, i: int) -> str:
 
 def dropped_attention(c, q, k, v, mask, causal: bool, scale, p: float) -> str:
     """Attention in training mode with dropout_p, as torch's math: softmax(q k^T scale + mask), its
-    weights dropped (gradflow's own seeded mask, as nn.Dropout's), times v. Masks as above: a
-    finite stand-in for -inf, and zeros for a query that keeps no key."""
+    weights dropped (gradflow's own seeded mask, as nn.Dropout's), times v; masks as ``masks``."""
     nk = c.ndim(1)
     swap = tuple(range(nk - 2)) + (nk - 1, nk - 2)
     scale = 1 / math.sqrt(c.shapes[0][-1]) if scale is None else scale
@@ -57,11 +60,9 @@ def dropped_attention(c, q, k, v, mask, causal: bool, scale, p: float) -> str:
     kept = None
     if causal:
         scores = f"where({band(c.shapes[0][-2], c.shapes[1][-2], 0, False)}, {scores}, {MASKED})"
-    elif mask is not None and c.kinds.get(3, c.kinds.get("attn_mask")) == "bool":
-        scores, kept = f"where({mask}, {scores}, {MASKED})", mask
     elif mask is not None:
-        kept = f"not_equal({mask}, log(0.0))"
-        scores = f"{scores} + where({kept}, {mask}, {MASKED})"
+        added, kept = masks(c, mask)
+        scores = f"{scores} + {added}"
     weights = c.line(f"dropout(softmax({scores}, axis=-1), {p!r})", "weights")
     out = f"{weights} @ {v}"
     return out if kept is None else f"({out}) * max({kept}, axis=-1, keepdims=True)"
