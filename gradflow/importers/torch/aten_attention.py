@@ -43,11 +43,10 @@ def masks(c, mask) -> tuple:
 
 def heads_repeated(c, x: str, i: int) -> str:
     """enable_gqa: the keys' or values' heads (axis -3) each repeated to the queries' count, as
-    torch's repeat_interleave."""
-    shape, heads = list(c.shapes[i]), c.shapes[0][-3] if c.ndim() >= 3 else None
-    if len(shape) < 3 or shape[-3] == heads:
-        return x
-    return interleaved(x, shape, len(shape) - 3, heads // shape[-3])
+    torch's repeat_interleave (which refuses enable_gqa below three axes)."""
+    shape = list(c.shapes[i])
+    groups = c.shapes[0][-3] // shape[-3]
+    return x if groups == 1 else interleaved(x, shape, len(shape) - 3, groups)
 
 
 def dropped_attention(c, q, k, v, mask, causal: bool, scale, p: float) -> str:
