@@ -362,13 +362,15 @@ defop("take_along_axis", "shape", ("x", "idx"),
       "x's entries at idx along axis, idx with x's number of axes (numpy rules)",
       attrs={"axis": REQUIRED}, out="first", int_inputs=(1,))
 defop("scatter", "shape", ("x", "idx", "src"), scatter, (scatter_vjp_x, None, scatter_vjp_src), scatter_shape,
-      "x with src written at idx along axis (idx as take_along_axis's, src broadcast to it); of repeated "
-      "indices the last along axis is written, as PyTorch's scatter on CPU, and each gets its place's gradient",
+      "x with src written at idx along axis (idx with x's number of axes, no longer than x along the others "
+      "and, as PyTorch's, not broadcast; src broadcast to idx); of repeated indices the last along axis is "
+      "written, as PyTorch's scatter on CPU, and each gets its place's gradient",
       attrs={"axis": REQUIRED}, int_inputs=(1,))
 defop("scatter_add", "shape", ("x", "idx", "src"), scatter_add,
       (lambda g, ans, x, idx, src, axis: g, None, scatter_vjp_src), scatter_shape,
-      "x with src added at idx along axis (idx as take_along_axis's, src broadcast to it); repeated "
-      "indices add up", attrs={"axis": REQUIRED}, int_inputs=(1,))
+      "x with src added at idx along axis (idx with x's number of axes, no longer than x along the others "
+      "and, as PyTorch's, not broadcast; src broadcast to idx); repeated indices add up",
+      attrs={"axis": REQUIRED}, int_inputs=(1,))
 
 # ================================================================ neural
 _NN = dict(group="neural", out="float")
