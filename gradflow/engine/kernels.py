@@ -179,12 +179,17 @@ def take_vjp(g, ans, x, idx, axis=None):
     return out.reshape(x.shape)
 
 
+def scattered_at(idx, axis):
+    """The places of x that idx names: idx along axis, the entry's own place along the others."""
+    where = list(np.indices(np.shape(idx), sparse=True))
+    where[axis] = idx
+    return tuple(where)
+
+
 def take_along_axis_vjp(g, ans, x, idx, axis):
     a = axis % x.ndim
     out = np.zeros(g.shape[:a] + x.shape[a:a + 1] + g.shape[a + 1:], dtype=g.dtype)
-    where = list(np.indices(g.shape, sparse=True))
-    where[a] = np.broadcast_to(idx, g.shape)
-    np.add.at(out, tuple(where), g)
+    np.add.at(out, scattered_at(np.broadcast_to(idx, g.shape), a), g)
     return out  # in the broadcast shape: the tape sums it back to x's
 
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from gradflow.engine.kernels import check_indices
+from gradflow.engine.kernels import check_indices, scattered_at
 
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])   # libm's: 1 - erf(x) would lose the tail
 TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -93,13 +93,6 @@ def argsort(x, axis=-1, descending=False):
 
 
 # ================================================================ scatters
-def scattered_at(idx, axis):
-    """The places of x that idx names: idx along axis, the entry's own place along the others."""
-    where = list(np.indices(np.shape(idx), sparse=True))
-    where[axis] = idx
-    return tuple(where)
-
-
 def scatter_add(x, idx, src, axis):
     check_indices(idx, x.shape[axis])
     out = np.array(x, dtype=np.result_type(x, src))
