@@ -34,12 +34,13 @@ def vector_norm(c, x: str, p, axis, keep, suffix: str = "norm") -> str:
         return reduced_over("sum", f"not_equal({x}, 0)", axis, keep)
     if p < 1:   # |x| ** (p - 1) is inf at 0: that entry reads 1 instead and is then replaced
         x = named(c, x, suffix + "_of")
-        at_zero = "0.0" if p > 0 else operand(math.inf)
-        powers = f"where(equal({x}, 0), {at_zero}, abs(where(equal({x}, 0), 1.0, {x})) ** {p!r})"
+        zero, at_zero = c.line(f"equal({x}, 0)", suffix + "_zero"), "0.0" if p > 0 else operand(math.inf)
+        powers = f"where({zero}, {at_zero}, abs(where({zero}, 1.0, {x})) ** {p!r})"
         return f"{reduced_over('sum', powers, axis, keep)} ** {1 / p!r}"
     # the root's gradient is inf at a zero sum: that sum reads 1 instead and is then replaced
     total = c.line(reduced_over("sum", f"abs({x}) ** {p!r}", axis, keep), suffix + "_sum")
-    return f"where(equal({total}, 0), 0.0, where(equal({total}, 0), 1.0, {total}) ** {1 / p!r})"
+    zero = c.line(f"equal({total}, 0)", suffix + "_zero")
+    return f"where({zero}, 0.0, where({zero}, 1.0, {total}) ** {1 / p!r})"
 
 
 def distance(c, x1: str, x2: str, p, eps, keep: bool, suffix: str) -> str:
