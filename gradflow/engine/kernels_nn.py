@@ -13,13 +13,23 @@ import numpy as np
 
 from gradflow.engine.kernels import check_indices, sigmoid
 
-_ERF = np.vectorize(math.erf, otypes=[np.float64])   # libm's erf: exact to the last bit
 SQRT_HALF = math.sqrt(0.5)
 INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def erf(x):
-    return _ERF(x).astype(np.result_type(x, np.float32), copy=False) if np.size(x) else np.zeros_like(x)
+def libm(fn):
+    """libm's ``fn`` (exact to the last bit) over an array, in its float dtype (float32 stays float32)."""
+    each = np.vectorize(fn, otypes=[np.float64])
+    return lambda x: each(x).astype(np.result_type(x, np.float32), copy=False)
+
+
+erf = libm(math.erf)
+erfc = libm(math.erfc)   # 1 - erf(x) would lose the tail
+
+
+def erf_vjp(g, ans, x):
+    return g * (TWO_OVER_SQRT_PI * np.exp(-x * x))
 
 
 def gelu_exact(x):

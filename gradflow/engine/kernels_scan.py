@@ -1,5 +1,5 @@
 """Array code of the scans, sorts and scatters: cumprod's and logcumsumexp's gradients, the
-running arg-max, a stable argsort, scatter and scatter_add; erf and erfc.
+running arg-max, a stable argsort, scatter and scatter_add.
 
 Each follows PyTorch: its CPU kernels where the order of work decides a result (which of
 tied entries a running maximum or a sort returns, which of repeated scatter indices is
@@ -8,23 +8,9 @@ written), its gradient formulas where precision or a zero is at stake.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from gradflow.engine.kernels import check_indices, scattered_at
-
-_ERFC = np.vectorize(math.erfc, otypes=[np.float64])   # libm's: 1 - erf(x) would lose the tail
-TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
-
-
-def erfc(x):
-    return _ERFC(x).astype(np.result_type(x, np.float32), copy=False) if np.size(x) else np.zeros_like(x)
-
-
-def erf_vjp(g, ans, x):
-    return g * (TWO_OVER_SQRT_PI * np.exp(-x * x))
-
 
 # ================================================================ scans
 def reversed_cumsum(g, axis):

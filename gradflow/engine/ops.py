@@ -44,11 +44,11 @@ from gradflow.engine.kernels import (
 )
 from gradflow.engine.kernels_nn import (
     attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x,
-    cosine_similarity, cosine_vjp, embedding, embedding_vjp, erf, gelu_exact, gelu_exact_vjp, linear, linear_vjp_w,
-    silu, silu_vjp,
+    cosine_similarity, cosine_vjp, embedding, embedding_vjp, erf, erf_vjp, erfc, gelu_exact, gelu_exact_vjp, linear,
+    linear_vjp_w, silu, silu_vjp,
 )
 from gradflow.engine.kernels_scan import (
-    argsort, cumprod_vjp, erf_vjp, erfc, logcumsumexp_vjp, reversed_cumsum, running_arg, scatter, scatter_add,
+    argsort, cumprod_vjp, logcumsumexp_vjp, reversed_cumsum, running_arg, scatter, scatter_add,
     scatter_vjp_src, scatter_vjp_x,
 )
 from gradflow.engine.shapes import (
