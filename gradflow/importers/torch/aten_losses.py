@@ -107,8 +107,8 @@ def multi_margin(c):
     margin - x[y] + x[i] == 0 no gradient passes, as torch's."""
     x, y, p, margin, weight = c.args[0], c.args[1], c.arg(2, "p", 1), c.arg(3, "margin", 1), c.arg(4, "weight")
     classes = c.shapes[0][-1]
-    if c.ndim() == 1:
-        x, y = f"reshape({x}, [1, {classes}])", f"reshape({y}, [1])"
+    if c.ndim() == 1:   # one row, read two or three times below
+        x, y = c.line(f"reshape({x}, [1, {classes}])", "row"), c.line(f"reshape({y}, [1])", "label")
     gap = f"relu({margin!r} - take_along_axis({x}, expand_dims({y}, 1), axis=1) + {x})"
     per = f"where(one_hot({y}, {classes}), 0.0, {gap if p == 1 else f'square({gap})'})"
     if weight is not None:
