@@ -259,9 +259,9 @@ defop("silu", forward=silu, vjps=(silu_vjp,), doc="x * sigmoid(x) (swish)", **_E
 defop("softplus", forward=lambda x: np.logaddexp(0, x), vjps=(lambda g, ans, x: g * sigmoid(x),),
       doc="log(1 + e ** x), computed without overflow", **_EW)
 defop("erf", forward=erf, vjps=(erf_vjp,), doc="the error function: 2 / sqrt(pi) times the integral of "
-      "e ** -t ** 2 from 0 to x", **_EW)
+      "e ** -t ** 2 from 0 to x", reads=("inputs",), **_EW)
 defop("erfc", forward=erfc, vjps=(lambda g, ans, x: -erf_vjp(g, ans, x),),
-      doc="1 - erf(x), computed without cancellation where erf(x) is near 1", **_EW)
+      doc="1 - erf(x), computed without cancellation where erf(x) is near 1", reads=("inputs",), **_EW)
 defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
       vjps=(clip_vjp,),
       doc="x limited to [lo, hi] (either may be None); gradient passes where lo <= x <= hi",
@@ -365,12 +365,12 @@ defop("scatter", "shape", ("x", "idx", "src"), scatter, (scatter_vjp_x, None, sc
       "x with src written at idx along axis (idx with x's number of axes, no longer than x along the others "
       "and, as PyTorch's, not broadcast; src broadcast to idx); of repeated indices the last along axis is "
       "written, as PyTorch's scatter on CPU, and each gets its place's gradient",
-      attrs={"axis": REQUIRED}, int_inputs=(1,))
+      attrs={"axis": REQUIRED}, int_inputs=(1,), reads=("inputs",))
 defop("scatter_add", "shape", ("x", "idx", "src"), scatter_add,
       (lambda g, ans, x, idx, src, axis: g, None, scatter_vjp_src), scatter_shape,
       "x with src added at idx along axis (idx with x's number of axes, no longer than x along the others "
       "and, as PyTorch's, not broadcast; src broadcast to idx); repeated indices add up",
-      attrs={"axis": REQUIRED}, int_inputs=(1,))
+      attrs={"axis": REQUIRED}, int_inputs=(1,), reads=("inputs",))
 
 # ================================================================ neural
 _NN = dict(group="neural", out="float")
