@@ -158,6 +158,33 @@ def test_import_margin_embedding_and_count_losses_give_torch_values_and_gradient
     check(path, "step", same_as_torch)
 
 
+POISSON = """
+class Poisson(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rate = nn.Parameter(torch.tensor([0.3, -0.2, 1.5, 0.7]))
+        self.t = nn.Parameter(torch.tensor([0.0, 0.5, 1.0, 3.0]))   # a target that trains: 0, at or below 1, above
+
+    def forward(self):
+        return {"log_input": F.poisson_nll_loss(self.rate, self.t, full=True, reduction="sum"),
+                "rates": F.poisson_nll_loss(self.rate.exp(), self.t[1:].repeat(2)[:4], log_input=False, full=True)}
+
+
+def step():
+    return {"module": Poisson(), "inputs": ()}
+"""
+
+
+def test_import_poisson_nll_loss_gives_a_target_that_trains_torchs_gradient_of_the_stirling_term(step_file, same_as_torch):
+    """full=True adds Stirling's term only where the target is above 1: at or below 1 the target's
+    gradient is -x alone, and at 0 NaN, as torch's masked_fill of t log t leaves it."""
+    path, _ = step_file(POISSON)
+    report = check(path, "step", same_as_torch)
+    grad = report.grad("t", "log_input")
+    assert np.isnan(grad[0])
+    np.testing.assert_allclose(grad[1:3], [0.2, -1.5], rtol=1e-7)   # -x: -0.2 and 1.5 as float32 made them
+
+
 SOFT = """
 class Soft(nn.Module):
     def __init__(self):
