@@ -1,5 +1,6 @@
-"""Array code of the ops that models imported from PyTorch need: exact GELU, SiLU,
-embedding, batch norm (training mode), attention, cosine similarity, linear.
+"""Array code of the ops that models imported from PyTorch need: exact GELU, SiLU, erf,
+embedding, batch norm (training mode), attention, cosine similarity, linear, dropout and
+the random draws.
 
 Each forward and vector-Jacobian product follows PyTorch's definition, so gradients
 of an imported model equal torch.autograd's on the same inputs.
@@ -172,3 +173,58 @@ def linear(x, w, b):
 def linear_vjp_w(g, ans, x, w, b):
     g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
     return g2.T @ x2
+
+
+# ================================================================ dropout
+def dropout_keep(shape, p, seed):
+    """The keep-mask: a function of (shape, p, seed) only, so the vjp can recompute it."""
+    return np.random.default_rng(seed).random(shape) >= p
+
+
+def dropout(x, p, seed=0):
+    scale = 0.0 if p >= 1 else 1 / (1 - p)
+    return np.where(dropout_keep(np.shape(x), p, seed), x * scale, 0)
+
+
+def dropout_vjp(g, ans, x, p, seed=0):
+    # The same mask and scale (the op is linear in x), multiplied as PyTorch does: an
+    # infinite g on a dropped entry is NaN there too, so GF105 sees what training would.
+    scale = 0.0 if p >= 1 else 1 / (1 - p)
+    return g * dropout_keep(np.shape(g), p, seed) * scale
+
+
+# ================================================================ random draws
+# Each draw is a function of its inputs and seed alone, as dropout's mask: the same model draws
+# the same numbers every run. None passes gradient (torch gives zeros through them).
+def bernoulli(p, seed=0):
+    """1 with probability p, else 0: a uniform draw below p."""
+    if not np.all((p >= 0) & (p <= 1)):   # NaN too, as torch refuses them
+        raise ValueError("probabilities must be in [0, 1]")
+    return np.random.default_rng(seed).random(np.shape(p)) < p
+
+
+def normal(mean, std, seed=0):
+    """mean + std * a standard normal draw, of the two's broadcast shape."""
+    if not np.all(std >= 0):   # NaN too, as torch refuses them
+        raise ValueError("std must be >= 0")
+    noise = np.random.default_rng(seed).standard_normal(np.broadcast_shapes(np.shape(mean), np.shape(std)))
+    return mean + std * noise
+
+
+def multinomial(p, n, replacement=False, seed=0):
+    """n class indices for each row of weights p [..., C], each drawn in proportion to its weight:
+    with replacement by inverting the row's running sum at uniform draws, without it as the n
+    largest of log p plus Gumbel noise (a draw without replacement, in proportion to p)."""
+    if not np.all(p >= 0) or not np.all(np.isfinite(p)) or not np.all(np.any(p > 0, axis=-1)):
+        # torch refuses them too: a draw from weights that are no distribution
+        raise ValueError("weights must be finite and >= 0, with at least one above 0 in each row")
+    rng = np.random.default_rng(seed)
+    if replacement:   # a row at a time: no [..., n, C] comparison, which a large n * C would not fit
+        classes = np.shape(p)[-1]
+        running = np.cumsum(p, axis=-1).reshape(-1, classes)
+        u = rng.random((len(running), n)) * running[:, -1:]
+        drawn = np.stack([np.searchsorted(r, row, side="right") for r, row in zip(running, u)])
+        return np.minimum(drawn, classes - 1).reshape(*np.shape(p)[:-1], n)
+    with np.errstate(divide="ignore"):
+        keys = np.log(p) + rng.gumbel(size=np.shape(p))
+    return np.argsort(-keys, axis=-1, kind="stable")[..., :n]

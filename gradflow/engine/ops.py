@@ -35,17 +35,16 @@ import numpy as np
 
 from gradflow.engine.kernels import (
     check_indices,
-    avg_pool2d_vjp, bce_vjp_p, bce_vjp_y, bernoulli, binary_cross_entropy, clip_vjp, concat_vjp, conv2d, conv2d_vjp_w,
-    conv2d_vjp_x, cross_entropy, cross_entropy_vjp, dropout, dropout_vjp, elu, expand_reduced,
-    extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
-    matmul_vjp_a, matmul_vjp_b, max_pool2d_vjp, multinomial, norm_vjp, normal, normalised, pool_windows,
-    pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid, softmax, take_along_axis_vjp, take_vjp, tanh_vjp,
-    transpose_vjp, var_vjp,
+    bce_vjp_p, bce_vjp_y, binary_cross_entropy, clip_vjp, concat_vjp, cross_entropy, cross_entropy_vjp, elu,
+    expand_reduced, extremum_vjp, gelu, gelu_vjp, getitem_vjp, layer_norm_vjp_x, log_softmax, logsumexp,
+    matmul_vjp_a, matmul_vjp_b, norm_vjp, normalised, pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid,
+    softmax, take_along_axis_vjp, take_vjp, tanh_vjp, transpose_vjp, var_vjp,
 )
+from gradflow.engine.kernels_conv import avg_pool2d_vjp, conv2d, conv2d_vjp_w, conv2d_vjp_x, max_pool2d_vjp, pool_windows
 from gradflow.engine.kernels_nn import (
-    attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x,
-    cosine_similarity, cosine_vjp, embedding, embedding_vjp, erf, erf_vjp, erfc, gelu_exact, gelu_exact_vjp, linear,
-    linear_vjp_w, silu, silu_vjp,
+    attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x, bernoulli,
+    cosine_similarity, cosine_vjp, dropout, dropout_vjp, embedding, embedding_vjp, erf, erf_vjp, erfc, gelu_exact,
+    gelu_exact_vjp, linear, linear_vjp_w, multinomial, normal, silu, silu_vjp,
 )
 from gradflow.engine.kernels_scan import (
     argsort, cumprod_vjp, logcumsumexp_vjp, reversed_cumsum, running_arg, scatter, scatter_add,

@@ -14,7 +14,7 @@ import pytest
 
 import gradflow
 from gradflow.engine import Tape
-from gradflow.engine.kernels import dropout_keep
+from gradflow.engine.kernels_nn import dropout_keep
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gradflow.engine import OPS, Tape
-from gradflow.engine.kernels import dropout_keep
+from gradflow.engine.kernels_nn import dropout_keep
 from gradflow.engine.shapes import norm_axes
 from test_ops import CASES  # pytest puts this directory on sys.path
 
