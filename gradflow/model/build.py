@@ -196,19 +196,26 @@ class Builder(ModuleCalls):
 
     def admit(self, tensor: Tensor, at, what: str = "a tensor", name: str = "") -> None:
         """Refuse absurd tensors and runaway graphs as they are recorded. The tensor is called
-        ``what + name`` (given apart: joined only for a message, not for every node)."""
+        ``what + name`` (given apart: joined only for a message, not for every node); with
+        ``what`` empty, it is the result of the user's call at ``at``, a place in an imported
+        model's Python file, whose graph lines the user never wrote."""
         if 0 < tensor.size <= MAX_ELEMENTS and len(self.tape.nodes) <= MAX_NODES:
             return
         line, col = (at.line, at.col) if isinstance(at, Place) else (at.lineno, at.col_offset)
+        path = getattr(at, "file", None) or self.path
         if tensor.size == 0:     # w[3:] of [3]: no op has a meaning for it, mean divides by 0
+            shape = list(tensor.shape)
+            if not what:
+                raise ModelError(f"this call gives shape {shape}, an empty tensor: gradflow needs at least one "
+                                 "element in every tensor (torch allows empty ones)", path, line, col)
             made = "the subscript" if tensor.op is None or tensor.op.name == "getitem" else tensor.op.name
-            raise ModelError(f"{what}{name}: {made} gives shape {list(tensor.shape)}, an empty tensor: "
-                             "every tensor needs at least one element", self.path, line, col)
+            raise ModelError(f"{what}{name}: {made} gives shape {shape}, an empty tensor: "
+                             "every tensor needs at least one element", path, line, col)
         if tensor.size > MAX_ELEMENTS:
-            raise ModelError(f"{what}{name} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, "
-                             f"more than {MAX_ELEMENTS:.0e}; check the dims", self.path, line, col)
+            raise ModelError(f"{what + name if what else 'this call'} has shape {list(tensor.shape)}: {tensor.size:.3g} "
+                             f"elements, more than {MAX_ELEMENTS:.0e}; check the dims", path, line, col)
         raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules: "
-                         "check repeat counts and nested module calls", self.path, line, col)
+                         "check repeat counts and nested module calls", path, line, col)
 
     def max_nodes(self) -> int:
         """The node limit, for ``repeat`` in modules.py: that module is imported here, so it

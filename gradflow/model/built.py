@@ -110,7 +110,7 @@ class Model:
         meta = getattr(self.tape.failed, "meta", None)
         if not isinstance(meta, NodeInfo):
             return ModelError(f"the forward pass failed: {error}", self.path, 1, 1)
-        if meta.file not in (None, self.path):   # an imported model's node: at the user's line
-            return ModelError(f"{meta.op} failed: {error}", meta.file, meta.line, meta.col)
+        if meta.file not in (None, self.path):   # an imported model's node: at the user's line, whose call
+            return ModelError(str(error), meta.file, meta.line, meta.col)   # may be another op of gradflow's
         return ModelError(f"graph.{meta.entry} ({self.path}:{meta.line}): {meta.op} failed: {error}",
                           self.path, meta.line, meta.col)

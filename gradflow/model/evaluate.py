@@ -265,7 +265,10 @@ class Evaluator(Calls):
             # an imported model's error is at the user's line: the generated entry means nothing there
             raise self.fail(node, f"graph.{self.entry} ({builder.path}:{node.lineno}): {e}" if source is None
                             else str(e)) from None
-        builder.admit(out, node, "graph.", self.entry)
+        if source is None:
+            builder.admit(out, node, "graph.", self.entry)
+        else:
+            builder.admit(out, source, "")   # the user's call: its graph lines mean nothing to them
         return out
 
 

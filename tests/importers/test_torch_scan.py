@@ -506,3 +506,35 @@ def test_scatter_reduce_beyond_sum_and_mean_and_erfinv_are_refused_at_their_line
     with pytest.raises(ModelError) as caught:
         import_python(f"{path}:step")
     assert caught.value.line == line_of(form) and caught.value.message.startswith(says)
+
+
+NAMED_BY_THE_USERS_CALL = """
+class Call(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 3))
+
+    def forward(self, index):
+        if {form!r} == "index_add":
+            out = torch.zeros(4, 3).index_add(0, index, self.w)  # @index_add
+        else:
+            out, _ = torch.topk(self.w, 0, dim=1)  # @topk
+        return {{"loss": out.sum() + self.w.sum()}}
+
+
+def step():
+    return {{"module": Call(), "inputs": (torch.tensor([0, 1, 9, 2, 3]),)}}
+"""
+
+
+@pytest.mark.parametrize("form, says", [
+    # index_add is gradflow's scatter_add, topk a take at the line of its indices: neither is named
+    ("index_add", "index 9 is out of range for size 4"),
+    ("topk", "this call gives shape [5, 0], an empty tensor: gradflow needs at least one element in every "
+             "tensor (torch allows empty ones)"),
+])
+def test_a_call_that_fails_in_gradflows_ops_is_named_by_the_users_line_alone(step_file, form, says):
+    path, line_of = step_file(NAMED_BY_THE_USERS_CALL.format(form=form))
+    with pytest.raises(ModelError) as caught:
+        gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert (caught.value.path, caught.value.line, caught.value.message) == (path, line_of(form), says)
