@@ -1,5 +1,5 @@
-"""Array code of the scans, sorts and scatters: cumprod's and logcumsumexp's gradients, the
-running arg-max, a stable argsort, scatter and scatter_add.
+"""Array code of the scans, sorts and scatters: cumprod's, logcumsumexp's and prod's gradients,
+the running arg-max, a stable argsort, a sorted search, scatter and scatter_add.
 
 Each follows PyTorch: its CPU kernels where the order of work decides a result (which of
 tied entries a running maximum or a sort returns, which of repeated scatter indices is
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradflow.engine.kernels import check_indices, scattered_at
+from gradflow.engine.kernels import check_indices, expand_reduced, scattered_at
+from gradflow.engine.shapes import norm_axes
 
 # ================================================================ scans
 def reversed_cumsum(g, axis):
@@ -34,6 +35,30 @@ def cumprod_vjp(g, ans, x, axis):
     at = np.argmax(first, axis=axis, keepdims=True)
     up_to = np.where(at == 0, 1, np.take_along_axis(ans, np.maximum(at - 1, 0), axis))   # the product before it
     return np.where(first, after_first * up_to, out)
+
+
+def prod_vjp(g, ans, x, axis=None, keepdims=False):
+    """torch's rule: g times the product over x where x holds no 0 (g itself for a 0-d x); else
+    g times each entry's product of the others, the products before it times those after it
+    along the reduced axes (flattened); but 0 everywhere for a product of every entry with two
+    or more zeros, as torch.prod(x)'s backward gives (the others' products would hold a 0 too,
+    or NaN beside an infinity)."""
+    if not x.ndim:
+        return g
+    g, ans = expand_reduced(g, x.ndim, axis, keepdims), expand_reduced(ans, x.ndim, axis, keepdims)
+    zeros = np.count_nonzero(x == 0)
+    if not zeros:
+        return g * (ans / x)
+    if axis is None and zeros > 1:
+        return np.zeros(x.shape, g.dtype)
+    axes = norm_axes(axis, x.ndim)
+    last = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = np.moveaxis(x, axes, last)
+    rows = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    ones = np.ones(rows.shape[:-1] + (1,), rows.dtype)
+    before = np.cumprod(np.concatenate([ones, rows[..., :-1]], -1), -1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(rows[..., 1:], -1)], -1), -1), -1)
+    return g * np.moveaxis((before * after).reshape(moved.shape), last, axes)
 
 
 def reversed_logcumsumexp(v, axis):
@@ -76,6 +101,22 @@ def argsort(x, axis=-1, descending=False):
         return np.argsort(x, axis=axis, kind="stable")
     n = x.shape[axis]
     return n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+
+
+def searchsorted(boundaries, x, right=False):
+    """Where each x would go in the sorted last axis of boundaries: the first place whose entry is
+    at or above it (right: above it). torch's binary search, step for step, on every x at once, so
+    a NaN anywhere lands where torch's lands it (a NaN x past the end)."""
+    n = boundaries.shape[-1]
+    low, high = np.zeros(np.shape(x), np.int64), np.full(np.shape(x), n, np.int64)
+    for _ in range(n.bit_length()):   # each step leaves at most half of high - low
+        mid = (low + high) >> 1
+        at = np.minimum(mid, n - 1)
+        entry = boundaries[at] if boundaries.ndim == 1 else np.take_along_axis(boundaries, at, -1)
+        past = ~(entry > x) if right else ~(entry >= x)
+        searching = low < high
+        low, high = np.where(searching & past, mid + 1, low), np.where(searching & ~past, mid, high)
+    return low
 
 
 # ================================================================ scatters

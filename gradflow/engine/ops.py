@@ -12,7 +12,8 @@ never tensors, and carry no gradient. Rules compute in the dtype of ``g`` and th
 inputs (Python numbers only), so a float32 tape stays float32.
 
 Shape rules live in ``shapes.py`` and ``shapes_nn.py``, array code too long for a
-lambda in ``kernels.py``; this module holds the Op type and the table itself.
+lambda in ``kernels.py`` and its kin (``kernels_conv``, ``kernels_math``, ``kernels_nn``,
+``kernels_scan``); this module holds the Op type and the table itself.
 
 kinds: ``differentiable``; ``stop`` (explicit stop-gradient, identity forward);
 ``implicit`` (non-differentiable op: every input is cut).
@@ -41,20 +42,21 @@ from gradflow.engine.kernels import (
     softmax, take_along_axis_vjp, take_vjp, tanh_vjp, transpose_vjp, var_vjp,
 )
 from gradflow.engine.kernels_conv import avg_pool2d_vjp, conv2d, conv2d_vjp_w, conv2d_vjp_x, max_pool2d_vjp, pool_windows
+from gradflow.engine.kernels_math import atan2_vjp_x, atan2_vjp_y, fmod, fmod_vjp_b, remainder, remainder_vjp_b
 from gradflow.engine.kernels_nn import (
     attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x, bernoulli,
     cosine_similarity, cosine_vjp, dropout, dropout_vjp, embedding, embedding_vjp, erf, erf_vjp, erfc, gelu_exact,
     gelu_exact_vjp, linear, linear_vjp_w, multinomial, normal, silu, silu_vjp,
 )
 from gradflow.engine.kernels_scan import (
-    argsort, cumprod_vjp, logcumsumexp_vjp, reversed_cumsum, running_arg, scatter, scatter_add,
-    scatter_vjp_src, scatter_vjp_x,
+    argsort, cumprod_vjp, logcumsumexp_vjp, prod_vjp, reversed_cumsum, running_arg, scatter, scatter_add,
+    scatter_vjp_src, scatter_vjp_x, searchsorted,
 )
 from gradflow.engine.shapes import (
     arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
     index_shape, matmul_shape, multinomial_shape, one_hot_shape, permute_shape, reduce_shape, reshape_shape, same_shape,
-    scalar_attrs_shape, scan_shape, scatter_shape, squeeze_shape, stack_shape, take_along_axis_shape, take_shape,
-    transpose_shape,
+    scalar_attrs_shape, scan_shape, scatter_shape, searchsorted_shape, squeeze_shape, stack_shape,
+    take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
     attention_shape, batch_norm_shape, bce_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape,
@@ -219,6 +221,14 @@ defop("div", forward=np.divide,
       doc="a / b", out="float", **_BIN)
 defop("pow", forward=np.power, vjps=(pow_vjp_base, pow_vjp_exponent),
       doc="a ** b", **_BIN)
+defop("remainder", forward=remainder, vjps=(lambda g, ans, a, b: g, remainder_vjp_b),
+      doc="a - floor(a / b) * b: the sign of b, as Python's % and torch.remainder; gradient 1 into a, "
+          "-floor(a / b) into b, as torch's; integers stay integers (an integer b of 0 is an error, as in torch)",
+      reads=("inputs",), **_BIN)
+defop("fmod", forward=fmod, vjps=(lambda g, ans, a, b: g, fmod_vjp_b),
+      doc="a - trunc(a / b) * b: the sign of a, as torch.fmod; gradient 1 into a, -trunc(a / b) into b, "
+          "as torch's; integers stay integers (an integer b of 0 is an error, as in torch)",
+      reads=("inputs",), **_BIN)
 defop("matmul", "arithmetic", ("a", "b"), np.matmul, (matmul_vjp_a, matmul_vjp_b), matmul_shape,
       "a @ b: matrix product, batched over leading axes (numpy rules)", reads=("inputs",))
 defop("neg", "arithmetic", ("x",), np.negative, (lambda g, ans, x: -g,), same_shape, "-x", reads=())
@@ -232,9 +242,16 @@ defop("log1p", forward=np.log1p, vjps=(lambda g, ans, x: g / (1 + x),),
 defop("sqrt", forward=np.sqrt, vjps=(lambda g, ans, x: g / (2 * ans),), doc="square root", reads=("ans",), **_EW)
 defop("square", forward=np.square, vjps=(lambda g, ans, x: g * 2 * x,), doc="x * x", **_EW)
 defop("abs", forward=np.abs, vjps=(lambda g, ans, x: g * np.sign(x),),
-      doc="|x|; gradient 0 at x == 0", **_EW)
+      doc="|x|; gradient 0 at x == 0; an integer's is an integer", **{**_EW, "out": "promote"})
 defop("sin", forward=np.sin, vjps=(lambda g, ans, x: g * np.cos(x),), doc="sine", **_EW)
 defop("cos", forward=np.cos, vjps=(lambda g, ans, x: -g * np.sin(x),), doc="cosine", **_EW)
+# torch's rules: 1 / sqrt(1 - x * x), so inf at |x| == 1 and NaN beyond, where the value is NaN too
+defop("acos", forward=np.arccos, vjps=(lambda g, ans, x: g * -(1 / np.sqrt(1 - x * x)),),
+      doc="arc cosine, in [0, pi]; NaN outside [-1, 1]; gradient -inf at x == +-1", reads=("inputs",), **_EW)
+defop("asin", forward=np.arcsin, vjps=(lambda g, ans, x: g * (1 / np.sqrt(1 - x * x)),),
+      doc="arc sine, in [-pi/2, pi/2]; NaN outside [-1, 1]; gradient inf at x == +-1", reads=("inputs",), **_EW)
+defop("atan", forward=np.arctan, vjps=(lambda g, ans, x: g / (x * x + 1),),
+      doc="arc tangent, in [-pi/2, pi/2]; gradient 0 at +-inf", reads=("inputs",), **_EW)
 defop("tanh", forward=np.tanh, vjps=(tanh_vjp,),
       doc="hyperbolic tangent", reads=("ans",), **_EW)
 defop("sigmoid", forward=sigmoid, vjps=(lambda g, ans, x: g * ans * (1 - ans),),
@@ -282,6 +299,9 @@ defop("maximum", forward=np.maximum, vjps=(extremum_vjp(0, np.greater), extremum
       doc="elementwise larger of a and b; on ties each gets half the gradient", **_EW2)
 defop("minimum", forward=np.minimum, vjps=(extremum_vjp(0, np.less), extremum_vjp(1, np.less)),
       doc="elementwise smaller of a and b; on ties each gets half the gradient", **_EW2)
+defop("atan2", "elementwise", ("y", "x"), np.arctan2, (atan2_vjp_y, atan2_vjp_x), broadcast_shape,
+      "the angle of the point (x, y) in [-pi, pi], as torch.atan2(y, x); both gradients 0 at (0, 0), "
+      "as torch's", out="float", reads=("inputs",))
 defop("where", "elementwise", ("cond", "a", "b"), lambda cond, a, b: np.where(cond, a, b),
       (None, lambda g, ans, cond, a, b: np.where(cond, g, 0),
        lambda g, ans, cond, a, b: np.where(cond, 0, g)),
@@ -298,6 +318,9 @@ defop("mean", forward=lambda x, axis=None, keepdims=False: np.mean(x, axis=axis,
       vjps=(lambda g, ans, x, axis=None, keepdims=False:
             np.broadcast_to(expand_reduced(g, x.ndim, axis, keepdims), x.shape) * (np.size(ans) / x.size),),
       doc="mean over axis (all axes by default)", out="float", **_RED)
+defop("prod", forward=lambda x, axis=None, keepdims=False: np.prod(x, axis=axis, keepdims=keepdims),
+      vjps=(prod_vjp,), doc="product over axis (all axes by default); its gradient is PyTorch's, exact where x "
+      "holds zeros: each entry's is the product of the others (so 0 beside two or more zeros)", **_RED)
 _EXTREME = {**_RED, "attrs": {**_RED["attrs"], "ties": "first"}, "modes": {"ties": ("first", "split")}}
 defop("max", forward=lambda x, axis=None, keepdims=False, ties="first": np.max(x, axis=axis, keepdims=keepdims),
       vjps=(reduce_extreme_vjp(np.argmax),),
@@ -500,6 +523,11 @@ defop("cumargmin", inputs=("x",), forward=running_arg(np.minimum), vjps=(None,),
       doc="index of the running minimum along axis, as torch.cummin's: a later tie takes over, and from "
           "the first NaN on, the latest NaN",
       attrs={"axis": REQUIRED}, out="int", **_ND)
+defop("searchsorted", inputs=("boundaries", "x"), forward=searchsorted, vjps=(None, None),
+      shape=searchsorted_shape,
+      doc="where each x goes in boundaries sorted along their last axis: the first index whose entry is at or "
+          "above x (right=True: above it), as torch.searchsorted and torch.bucketize (NaN as torch's search)",
+      attrs={"right": False}, out="int", **_ND)
 for _name, _fn, _doc in [("round", np.round, "round half to even"), ("floor", np.floor, "round down"),
                          ("ceil", np.ceil, "round up"), ("sign", np.sign, "-1, 0 or 1")]:
     defop(_name, inputs=("x",), forward=_fn, vjps=(None,), shape=same_shape, doc=_doc, out="float", **_ND)

@@ -245,6 +245,16 @@ def scan_shape(x, axis, **_):
     return x
 
 
+def searchsorted_shape(boundaries, x, right=False):
+    """x's shape: boundaries has one axis, or x's number of axes and x's leading ones, as torch's."""
+    if not boundaries or len(boundaries) > 1 and (len(x) != len(boundaries) or x[:-1] != boundaries[:-1]):
+        raise ShapeError(f"boundaries {fmt(boundaries)} for values {fmt(x)}: boundaries need one axis, or the "
+                         "values' number of axes and all but the last of their sizes")
+    if not isinstance(right, (bool, np.bool_)):
+        raise ShapeError(f"right must be True or False, not {static_text(right)}")
+    return x
+
+
 def scatter_shape(x, idx, src, axis):
     """scatter(x, idx, src, axis): idx with x's number of axes, no longer than x along the others;
     src broadcast to idx's shape."""

@@ -21,7 +21,8 @@ from gradflow.model.expr import BINARY, COMPARE, dotted_name
 
 FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
-INTEGER_KEEPING = frozenset({"add", "sub", "mul", "maximum", "minimum", "where"})   # int with int gives int
+# ops whose integer inputs, whole numbers beside them included, give an integer (int with int gives int)
+INTEGER_KEEPING = frozenset({"add", "sub", "mul", "remainder", "fmod", "maximum", "minimum", "where"})
 
 
 @dataclass(slots=True, unsafe_hash=True, repr=False)

@@ -69,6 +69,19 @@ def binary(low=None):
     return [Case(f"{list(a)}-{list(b)}", normal(a, b, low=low)) for a, b in pairs]
 
 
+def divisions():
+    """remainder / fmod: dividends of either sign, divisors of either sign away from 0, in the
+    binary ops' shapes (a central difference would straddle a jump only at a whole a / b)."""
+    def make(a, b):
+        return lambda rng: [rng.normal(size=a) * 3, rng.choice([-1.0, 1.0], size=b) * rng.uniform(0.5, 2, size=b)]
+    pairs = [(s, s) for s in SHAPES] + [((3, 4), (1, 4)), ((3, 4), ()), ((4,), (3, 4))]
+    return [Case(f"{list(a)}-{list(b)}", make(a, b)) for a, b in pairs]
+
+
+def sorted_boundaries(*shape):
+    return lambda rng: np.sort(rng.normal(size=shape), axis=-1)
+
+
 def reduction():
     cases = [Case(f"{list(s)}", normal(s)) for s in SHAPES]
     cases += [Case("axis0", normal((3, 4)), {"axis": 0}),
@@ -151,6 +164,8 @@ CASES: dict[str, list[Case]] = {
                Case("batched", normal((2, 3, 4), (4, 2))), Case("row", normal((1, 4), (4, 3))),
                Case("batch-broadcast", normal((2, 1, 3, 4), (5, 4, 2)))],
     "neg": unary(),
+    "remainder": divisions(),
+    "fmod": divisions(),
     # elementwise
     "exp": unary(),
     "log": unary(low=0.5),
@@ -160,6 +175,10 @@ CASES: dict[str, list[Case]] = {
     "abs": unary(),
     "sin": unary(),
     "cos": unary(),
+    "acos": unary(low=-0.5),
+    "asin": unary(low=-0.5),
+    "atan": unary(),
+    "atan2": binary(),
     "tanh": unary(),
     "sigmoid": unary(),
     "relu": unary(),
@@ -185,6 +204,15 @@ CASES: dict[str, list[Case]] = {
     # reductions
     "sum": reduction(),
     "mean": reduction(),
+    "prod": reduction() + [
+        Case("one-zero", lambda rng: [np.array([2.0, 0.0, -3.0, 0.5])]),
+        Case("two-zeros", lambda rng: [np.array([[2.0, 0.0, -3.0], [0.0, 1.5, 0.0]])]),
+        Case("zeros-axis1", lambda rng: [np.array([[2.0, 0.0, -3.0, 0.5], [0.0, 0.0, 1.0, 2.0],
+                                                   [1.5, 2.0, -0.5, 4.0]])], {"axis": 1}),
+        Case("zeros-axis0-keep", lambda rng: [np.array([[2.0, 0.0, -3.0], [0.0, 0.0, 1.0]])],
+             {"axis": 0, "keepdims": True}),
+        Case("zeros-axes", lambda rng: [np.array([[[2.0, 0.0], [-3.0, 0.5]], [[1.0, 2.0], [3.0, 0.0]]])],
+             {"axis": (0, 2)})],
     "max": extreme(),
     "min": extreme(),
     "logsumexp": reduction(),
@@ -321,6 +349,14 @@ CASES: dict[str, list[Case]] = {
                                     {"axis": 1, "descending": True})],
     "cumargmax": scan(),
     "cumargmin": scan(),
+    "searchsorted": [Case("[4]-[]", args(sorted_boundaries(4), N())),
+                     Case("[5]-[3, 4]", args(sorted_boundaries(5), N(3, 4))),
+                     Case("right", args(sorted_boundaries(5), N(3, 4)), {"right": True}),
+                     Case("rows", args(sorted_boundaries(3, 5), N(3, 4)), {"right": True}),
+                     Case("ties", lambda rng: [np.array([1.0, 2.0, 2.0, 3.0]), np.array([0.5, 1.0, 2.0, 3.0, 4.0])]),
+                     Case("ties-right", lambda rng: [np.array([1.0, 2.0, 2.0, 3.0]), np.array([0.5, 1.0, 2.0, 3.0, 4.0])],
+                          {"right": True}),
+                     Case("int", lambda rng: [np.sort(rng.integers(0, 9, size=6)), rng.integers(0, 10, size=(3, 4))])],
     "round": unary(),
     "to_int": unary() + [Case("ints", args(I(3, 4, high=5)))],
     "floor": unary(),

@@ -38,6 +38,18 @@ def reduction(fn, **fixed):
     return call
 
 
+def prod(x, axis=None, keepdims=False):
+    """torch.prod over numpy's axis/keepdims: torch's takes one dim or none, so several are
+    taken one at a time (the same product where x holds no 0)."""
+    if axis is None:
+        out = torch.prod(x)
+        return out.reshape((1,) * x.ndim) if keepdims else out
+    axes = dims(axis, x.ndim) if axis != () else ()
+    for a in sorted(axes, reverse=True):
+        x = torch.prod(x, dim=a, keepdim=keepdims)
+    return x
+
+
 def getitem(x, index=()):
     # torch has no negative slice steps: index an array of positions with numpy, gather those.
     where = np.arange(max(x.numel(), 1)).reshape(x.shape)[index]
@@ -80,7 +92,9 @@ TORCH = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "matmul": torch.matmul, "neg": torch.neg,
     "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "sqrt": torch.sqrt, "square": torch.square,
-    "abs": torch.abs, "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "abs": torch.abs, "sin": torch.sin, "cos": torch.cos, "acos": torch.acos, "asin": torch.asin,
+    "atan": torch.atan, "atan2": torch.atan2, "remainder": torch.remainder, "fmod": torch.fmod,
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "relu": torch.relu,
     "leaky_relu": lambda x, slope=0.01: F.leaky_relu(x, slope),
     "elu": lambda x, alpha=1.0: F.elu(x, alpha),
@@ -107,7 +121,7 @@ TORCH = {
     "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None: torch.nan_to_num(x, nan, posinf, neginf),
     "maximum": torch.maximum, "minimum": torch.minimum,
     "where": lambda cond, a, b: torch.where(cond != 0, a, b),
-    "sum": reduction(torch.sum), "mean": reduction(torch.mean), "max": reduction(torch.amax),
+    "sum": reduction(torch.sum), "mean": reduction(torch.mean), "prod": prod, "max": reduction(torch.amax),
     "min": reduction(torch.amin), "logsumexp": reduction(torch.logsumexp),
     "var": reduction(torch.var, correction=0), "norm": reduction(torch.linalg.vector_norm),
     "getitem": getitem,
@@ -141,6 +155,7 @@ TORCH = {
     "argsort": lambda x, axis=-1, descending=False: torch.sort(x, dim=axis, descending=descending, stable=True).indices,
     "cumargmax": lambda x, axis: torch.cummax(x, axis).indices,
     "cumargmin": lambda x, axis: torch.cummin(x, axis).indices,
+    "searchsorted": lambda boundaries, x, right=False: torch.searchsorted(boundaries, x, right=right),
     "to_int": lambda x: x.long(),
     "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign,
     "less": compare(torch.lt), "less_equal": compare(torch.le), "greater": compare(torch.gt),

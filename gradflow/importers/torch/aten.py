@@ -7,7 +7,7 @@ whole table ``OPS`` from its shape and neural-network parts.
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_image import IMAGE_OPS
-from gradflow.importers.torch.aten_losses import LOSS_OPS, vector_norm
+from gradflow.importers.torch.aten_losses import LOSS_OPS
 from gradflow.importers.torch.aten_math import MATH_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
 from gradflow.importers.torch.aten_rnn import RNN_OPS
@@ -121,25 +121,6 @@ def deviation(c):
 
 def softmax(op):
     return lambda c: f"{op}({c.args[0]}, axis={c.args[1]})"
-
-
-def norm(c):
-    """torch.linalg.vector_norm and torch.norm of any order (vector_norm says how at each)."""
-    return vector_norm(c, c.args[0], c.arg(1, "ord", 2), axes(c.arg(2, "dim"), c.ndim()), c.arg(3, "keepdim", False))
-
-
-def linalg_norm(c):
-    """torch.linalg.norm: a vector norm over one axis or, without an order, over every entry; the
-    Frobenius norm is the 2-norm of the entries. Other matrix norms are refused."""
-    order, dims, keep = c.arg(1, "ord"), c.arg(2, "dim"), c.arg(3, "keepdim", False)
-    dims = [dims] if isinstance(dims, int) else dims
-    if order == "fro" and (dims is not None or c.ndim() == 2):
-        order, dims = 2, dims or [0, 1]
-    elif order is None:
-        order = 2
-    elif isinstance(order, str) or len(dims or range(c.ndim())) != 1:
-        raise Unsupported(f"with ord={order!r} over two axes (a matrix norm)")
-    return vector_norm(c, c.args[0], order, axes(dims, c.ndim()), keep)
 
 
 def gelu(c):
@@ -274,7 +255,8 @@ def normal(c):
 
 OPS = {
     **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
-                                "cos", "log1p", "sign", "floor", "ceil", "square")},
+                                "cos", "log1p", "sign", "floor", "ceil", "square", "acos", "asin", "atan")},
+    "arccos": unary("acos"), "arcsin": unary("asin"), "arctan": unary("atan"),
     "round": rounding,
     "silu": unary("silu"),
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
@@ -310,7 +292,7 @@ OPS = {
     "max": max_dim("max", "argmax", "maximum"), "min": max_dim("min", "argmin", "minimum"),
     "argmax": lambda c: reduce("argmax", c), "argmin": lambda c: reduce("argmin", c),
     "logsumexp": lambda c: reduce("logsumexp", c), "var": variance,
-    "std": deviation, "linalg_vector_norm": norm, "linalg_norm": linalg_norm,
+    "std": deviation,
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
     "one_hot": lambda c: f"one_hot({c.args[0]}, {c.args[1]})",

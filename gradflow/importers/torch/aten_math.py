@@ -1,11 +1,15 @@
-"""aten's elementwise mathematics beyond gradflow's own ops: expm1, sinh, cosh, logaddexp,
-xlogy, exp2, log2, log10, nan_to_num, selu and celu, each written so that its value and
-gradient are torch's where precision is at stake (near 0, far below it, at infinities)."""
+"""aten's mathematics beyond gradflow's own ops: expm1, sinh, cosh, logaddexp, xlogy, exp2, log2,
+log10, nan_to_num, selu and celu, each written so that its value and gradient are torch's where
+precision is at stake (near 0, far below it, at infinities); and the calls that map onto one
+op of gradflow's with their arguments sorted out: prod, remainder and fmod, bucketize and
+searchsorted, and the vector and matrix norms of torch.norm and torch.linalg."""
 
 from __future__ import annotations
 
+from gradflow.importers.torch.aten_losses import vector_norm
 from gradflow.importers.torch.aten_nn import xlogy
-from gradflow.importers.torch.call import operand, text
+from gradflow.importers.torch.aten_shape import converted
+from gradflow.importers.torch.call import Alias, Unsupported, axes, operand, reduced_over, text
 
 LN2 = 0.6931471805599453
 
@@ -94,6 +98,84 @@ def nan_to_num(c):
     return out
 
 
+def prod(c):
+    """torch.prod of every entry or along one dim, in the output's kind (dtype=, or a bool's
+    product as an integer)."""
+    x = converted(c.args[0], c.kinds.get(0), c.kind)
+    if c.overload == "default":
+        return f"prod({x})"
+    if not c.ndim():   # a 0-d tensor's product along its one dim is itself
+        return Alias(x) if x == c.args[0] else x
+    return reduced_over("prod", x, str(c.args[1] % c.ndim()), c.arg(2, "keepdim", False))
+
+
+def modulo(op):
+    """remainder (%) and fmod of a tensor by a tensor or a number, and remainder of a number by an
+    integer tensor; a whole number beside an integer tensor keeps it an integer, as in torch."""
+    def handler(c):
+        if c.overload == "Scalar_Tensor" and c.kinds.get(1) != "int":
+            raise Unsupported("of a number by a float tensor (torch has no gradient for it)")
+        return f"{op}({operand(c.args[0])}, {operand(c.args[1])})"
+    return handler
+
+
+def atan2(c):
+    return f"atan2({c.args[0]}, {c.args[1]})"
+
+
+def searched(boundaries: str, x, right) -> str:
+    """Where x goes among boundaries; out_int32 changes nothing in gradflow's integers."""
+    return f"searchsorted({boundaries}, {operand(x)}{', right=True' if right else ''})"
+
+
+def bucketize(c):
+    return searched(c.args[1], c.args[0], c.kwargs.get("right", False))
+
+
+def searchsorted(c):
+    """torch.searchsorted(sorted_sequence, values, right= or side=, sorter=): with a sorter, the
+    boundaries taken in its order."""
+    boundaries, sorter = c.args[0], c.kwargs.get("sorter")
+    if sorter is not None:
+        boundaries = f"take_along_axis({boundaries}, {sorter}, axis=-1)"
+    return searched(boundaries, c.args[1], c.kwargs.get("right") or c.kwargs.get("side") == "right")
+
+
+def norm(c):
+    """torch.linalg.vector_norm and torch.norm of any order (vector_norm says how at each)."""
+    return vector_norm(c, c.args[0], c.arg(1, "ord", 2), axes(c.arg(2, "dim"), c.ndim()), c.arg(3, "keepdim", False))
+
+
+def matrix_norm_of(c, order, dims, keep) -> str:
+    """A matrix norm over two axes: the Frobenius norm, the 2-norm of the entries. The others are
+    refused, saying why."""
+    if order == "fro":
+        return vector_norm(c, c.args[0], 2, axes(dims, c.ndim()), keep)
+    only = "of the matrix norms gradflow has only the Frobenius norm (ord='fro')"
+    if order == "nuc" or order in (2, -2):
+        what = {"nuc": "the nuclear norm is the sum", 2: "this norm is the largest", -2: "this norm is the smallest"}
+        raise Unsupported(f"with ord={order!r}: {what[order]} of a matrix's singular values, which gradflow cannot "
+                          f"compute; {only}")
+    raise Unsupported(f"with ord={order!r} over two axes (a matrix norm): {only}")
+
+
+def linalg_norm(c):
+    """torch.linalg.norm: a vector norm over one axis or, without an order, over every entry (or
+    the dims given); with an order, over two axes (or of a matrix), matrix_norm's."""
+    order, dims, keep = c.arg(1, "ord"), c.arg(2, "dim"), c.arg(3, "keepdim", False)
+    dims = [dims] if isinstance(dims, int) else dims
+    if order is not None and len(dims or range(c.ndim())) == 2:
+        return matrix_norm_of(c, order, dims or [0, 1], keep)
+    if isinstance(order, str):
+        raise Unsupported(f"with ord={order!r} over {len(dims or range(c.ndim()))} axes (a matrix norm needs two)")
+    return vector_norm(c, c.args[0], 2 if order is None else order, axes(dims, c.ndim()), keep)
+
+
+def matrix_norm(c):
+    """torch.linalg.matrix_norm, over the last two axes by default."""
+    return matrix_norm_of(c, c.arg(1, "ord", "fro"), c.arg(2, "dim", [-2, -1]), c.arg(3, "keepdim", False))
+
+
 MATH_OPS = {
     "selu": lambda c: f"elu({c.args[0]}, alpha={SELU_ALPHA!r}) * {SELU_SCALE!r}",
     "celu": celu,
@@ -102,4 +184,9 @@ MATH_OPS = {
     "log10": lambda c: f"log({c.args[0]}) * 0.4342944819032518",  # 1 / ln 10
     "exp2": exp2, "xlogy": x_log_y,
     "special_expm1": expm1, "special_exp2": exp2, "special_xlogy": x_log_y,   # torch.special's names
+    "prod": prod, "remainder": modulo("remainder"), "fmod": modulo("fmod"),
+    "atan2": atan2, "arctan2": atan2,
+    "bucketize": bucketize, "searchsorted": searchsorted,
+    "linalg_vector_norm": norm, "linalg_norm": linalg_norm, "linalg_matrix_norm": matrix_norm,
+    "nuclear_norm": lambda c: matrix_norm_of(c, "nuc", None, False),
 }
