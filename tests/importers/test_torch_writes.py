@@ -79,6 +79,13 @@ FAITHFUL = {
                          "    for pt, po in zip(self.target.parameters(), self.lin.parameters()):",
                          "        pt.copy_(0.5 * pt + 0.5 * po.data)  # @write",
                          "return {'loss': (self.lin(x) * self.target(x)).sum()}"],
+    # a view of all of w in another shape: the write is all of w's memory, laid out as torch lays it
+    "flat_view": ["with torch.no_grad():  # @with", "    self.w.view(-1).clamp_(-0.1, 0.1)  # @write", LOSS],
+    "reshape": ["with torch.no_grad():  # @with", "    self.w.reshape(2, 6).mul_(0.5).add_(0.25)  # @write", LOSS],
+    "flatten_detach": ["self.w.detach().flatten().clamp_(-0.1, 0.1)  # @write", LOSS],
+    "unsqueeze_data": ["self.w.data.unsqueeze(0).mul_(torch.arange(1.0, 4.0))  # @write", LOSS],
+    "view_before_flat": ["wt = self.w.t()", "with torch.no_grad():  # @with", "    self.w.view(-1).mul_(0.5)  # @write",
+                         "return {'loss': (wt @ x.t()).pow(2).sum() + self.lin(x).sum()}"],
 }
 
 
@@ -93,14 +100,19 @@ def torch_loss(path: str) -> float:
     return step.module.double()(*[t.double() for t in step.inputs])["loss"].item()
 
 
-@pytest.mark.parametrize("case", list(FAITHFUL))
-def test_a_parameter_written_in_place_is_read_with_its_new_value_and_keeps_its_gradient_as_torch(
-        step_file, same_as_torch, case):
+def read_as_torch(path: str, same_as_torch) -> None:
+    """The step's loss is torch's, and so is every gradient."""
     import gradflow
-    path, _ = written(step_file, FAITHFUL[case])
     report = gradflow.analyze(gradflow.load(f"{path}:step"))
     assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
     same_as_torch(report, path, "step")
+
+
+@pytest.mark.parametrize("case", list(FAITHFUL))
+def test_a_parameter_written_in_place_is_read_with_its_new_value_and_keeps_its_gradient_as_torch(
+        step_file, same_as_torch, case):
+    path, _ = written(step_file, FAITHFUL[case])
+    read_as_torch(path, same_as_torch)
 
 
 @pytest.mark.parametrize("case, op, marker", [
@@ -138,10 +150,7 @@ def test_a_view_taken_before_a_write_into_its_base_reads_the_new_value_as_torch(
         torch.manual_seed(0)
         return {"module": BaseView(), "inputs": (torch.randn(2, 4),)}
     """)
-    import gradflow
-    report = gradflow.analyze(gradflow.load(f"{path}:step"))
-    assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
-    same_as_torch(report, path, "step")
+    read_as_torch(path, same_as_torch)
 
 
 PARTIAL = {
@@ -181,6 +190,74 @@ def test_a_write_through_a_transposed_view_of_a_parameter_read_again_says_view_n
                                 "of it") and "part of" not in e.message
 
 
+def test_a_write_through_a_reshape_that_copies_is_refused_not_read_as_written(step_file):
+    # reshape of a transposed tensor is a copy: torch's write leaves w as it was
+    lines = ["with torch.no_grad():", "    self.w.t().reshape(-1).mul_(0.5)  # @write", LOSS]
+    path, line_of = written(step_file, lines)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:step")
+    assert caught.value.line == line_of("write")
+    assert caught.value.message.startswith("unsupported in-place write (aten.mul_.Tensor) into parameter 'w' "
+                                           "through a view of it (a transpose, a permute)")
+
+
+def test_writes_with_gradient_through_views_of_all_of_a_tensor_are_read_through_every_name_as_torch(
+        step_file, same_as_torch):
+    path, _ = step_file("""
+    class Flat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.w = nn.Linear(4, 6), nn.Parameter(torch.randn(12))
+
+        def forward(self, x):
+            h = self.lin(x)                     # [2, 6]
+            f = h.view(-1)
+            f.mul_(self.w)                      # h is now h * w, each entry by its own weight
+            g = h.unsqueeze(0)
+            g.add_(1.0)
+            h.reshape(3, 4).tanh_()             # f and g read it too
+            return {"loss": (h * torch.arange(12.0).view(2, 6)).sum() + f.sum() + (g ** 2).sum()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": Flat(), "inputs": (torch.randn(2, 4),)}
+    """)
+    read_as_torch(path, same_as_torch)
+
+
+def test_c51s_projection_written_through_a_flat_view_imports_as_torch(step_file, same_as_torch):
+    path, _ = step_file("""
+    class C51(nn.Module):
+        def __init__(self, atoms=11):
+            super().__init__()
+            self.net, self.target = nn.Linear(4, 2 * atoms), nn.Linear(4, 2 * atoms).requires_grad_(False)
+            self.atoms = atoms
+            self.register_buffer("support", torch.linspace(-5.0, 5.0, atoms))
+            self.register_buffer("action", torch.tensor([0, 1, 1, 0, 1, 0]))
+
+        def forward(self, obs, reward, next_obs):
+            B, A = obs.shape[0], self.atoms
+            with torch.no_grad():
+                p = F.softmax(self.target(next_obs).view(B, 2, A), -1)
+                p = p[torch.arange(B), (p * self.support).sum(2).argmax(1)]
+                b = ((reward.unsqueeze(1) + 0.9 * self.support).clamp(-5.0, 5.0) + 5.0) / 1.0
+                low, up = b.floor().long(), b.ceil().long()
+                m = torch.zeros_like(p)
+                offset = (torch.arange(B) * A).unsqueeze(1).expand(B, A)
+                m.view(-1).index_add_(0, (low + offset).view(-1), (p * (up.float() - b)).view(-1))
+                m.view(-1).index_add_(0, (up + offset).view(-1), (p * (b - low.float())).view(-1))
+            log_p = F.log_softmax(self.net(obs).view(B, 2, A), -1)[torch.arange(B), self.action]
+            return {"loss": -(m * log_p).sum(1).mean()}
+
+
+    def step():
+        torch.manual_seed(0)
+        return {"module": C51(), "inputs": (torch.randn(6, 4), torch.randn(6) * 2, torch.randn(6, 4))}
+    """)
+    read_as_torch(path, same_as_torch)
+
+
 @pytest.mark.parametrize("lines, col, message", [
     # with gradient on, torch itself refuses to write into a leaf that requires grad
     (["self.w.clamp_(-0.1, 0.1)  # @write", LOSS], 9,
@@ -209,10 +286,7 @@ def test_a_redundant_no_grad_around_a_write_into_an_input_is_named_after_the_inp
     imported = import_python(f"{path}:step")
     assert [line.targets for line in imported.graph if "no_grad(" in line.expr] == [("x_updated",)]
     # the step is run again to check its backward: on a copy, so x is written once, not twice
-    import gradflow
-    report = gradflow.analyze(gradflow.load(f"{path}:step"))
-    assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
-    same_as_torch(report, path, "step")
+    read_as_torch(path, same_as_torch)
     from click.testing import CliRunner
 
     from gradflow.cli.main import cli

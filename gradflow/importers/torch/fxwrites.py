@@ -19,6 +19,11 @@ import torch
 from gradflow.importers.torch.fxgraph import NO_GRAD_HOP, aliasing, block_graph, needing, target_name, writes
 
 WHOLE_VIEWS = ("detach", "alias")   # views of all of a tensor: writing into one writes all of its base
+# Views of all of a tensor in another shape, as torch lays it out: reshape and flatten only when
+# what they reshape is contiguous (else they copy); a write into one writes all of its base, whose
+# new value is the write's reshaped back (C51's m.view(-1).index_add_(0, at, p)).
+RESHAPING_VIEWS = ("view", "unsqueeze", "squeeze")
+RESHAPING_WHEN_CONTIGUOUS = ("reshape", "flatten", "unflatten")
 
 
 def family(root) -> set:
@@ -68,8 +73,8 @@ def path_to_base(node) -> list:
 @dataclass(frozen=True)
 class Write:
     """An in-place write as the graph holding it sees it: ``node`` writes into a tensor whose
-    memory is ``root``'s: all of it (``root`` itself, its .detach(), .data, a write into it) or,
-    through a view, part of it. ``node`` is an aten write, or a grad-mode block writing into one
+    memory is ``root``'s: all of it (``root`` itself, its .detach(), .data, a write into it, a
+    view of it in another shape) or, through a view, part of it. ``node`` is an aten write, or a grad-mode block writing into one
     of its arguments: then ``place`` is the block's placeholder written into. ``at`` is the aten
     write itself (inside the block for a block), where errors point; ``detach`` the .detach() /
     .data on the way from what is written to ``root``, if any."""
@@ -97,9 +102,18 @@ def writes_in(graph) -> list:
         elif node.op == "call_function" and (writes(node) or aliasing(node)) and isinstance(node.args[0], torch.fx.Node):
             root, whole, detach = base_of(node.args[0], bases)
             name = target_name(node.target)
-            bases[node] = (root, whole and (writes(node) or name in WHOLE_VIEWS),
+            bases[node] = (root, whole and (writes(node) or name in WHOLE_VIEWS or reshaping(node)),
                            detach or (node if name == "detach" else None))
     return found
+
+
+def reshaping(node) -> bool:
+    """Is the view ``node`` all of what it views, in another shape?"""
+    name = target_name(node.target)
+    if name in RESHAPING_VIEWS:
+        return node.target._overloadname != "dtype"   # x.view(torch.int32) reads its bits anew
+    val = node.args[0].meta.get("val")
+    return name in RESHAPING_WHEN_CONTIGUOUS and isinstance(val, torch.Tensor) and val.is_contiguous()
 
 
 def base_of(node, bases: dict) -> tuple:
@@ -218,12 +232,14 @@ def stale_views(span, needed: set, order: dict) -> list:
 
 
 def written_only(node) -> bool:
-    """Is ``node`` (a .detach(), a .data) only written into in place, nobody reading what it holds?"""
+    """Is ``node`` (a .detach(), a .data) only written into in place, nobody reading what it holds?
+    (Written into through a view of all of it in another shape, too.)"""
     stack = [node]
     while stack:
         current = stack.pop()
         for user in current.users:
-            if not writes(user) or user.args[0] is not current or current in operands(user):
+            if not (writes(user) or aliasing(user) and reshaping(user)) or user.args[0] is not current \
+                    or current in operands(user):
                 return False
             stack.append(user)
     return True

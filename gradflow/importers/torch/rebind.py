@@ -16,6 +16,7 @@ import math
 import re
 
 from gradflow.errors import ModelError
+from gradflow.importers.torch.call import shape_text
 from gradflow.importers.torch.capture import BLOCK, DATA, GRAD_OFF
 from gradflow.importers.torch.fxgraph import aten_text, block_graph, shape_of, writes
 from gradflow.importers.torch.fxwrites import (
@@ -60,7 +61,7 @@ class Rebinding:
         if isinstance(value, str) and any(p.name == value for p in self.out.params):
             if math.prod(shape_of(write.at.args[0]) or ()) == math.prod(shape_of(write.root) or ()):
                 return self.fail(write.at, f"unsupported in-place write ({what}) into parameter {value!r} through "
-                                           "a view of it (a transpose, a reshape), which is read again afterwards "
+                                           "a view of it (a transpose, a permute), which is read again afterwards "
                                            "and export leaves reading its old value; write into the parameter "
                                            "itself instead")
             return self.fail(write.at, f"unsupported in-place write ({what}) into part of parameter {value!r}, "
@@ -76,6 +77,8 @@ class Rebinding:
         write = span.write
         old = self.values.get(write.root)
         new = self.values.get(write.place if write.place is not None else write.node)
+        if write.place is None and shape_of(write.node) != shape_of(write.root):   # through a view(-1)
+            new = self.reshaped(new, write)
         if write.place is not None and not write.node.args[0]:
             value = self.block_updates.get((write.node, write.place)) or \
                 self.cut("no_grad", old, new, write, self.block_source(write.node))
@@ -103,6 +106,13 @@ class Rebinding:
             return self.emit(write.at, f"{op}({self.tensor_name(new)})", updated(old.name or old.wanted), source)
         new = self.tensor_name(new)
         return self.emit(write.at, f"{old} + {op}({new} - {old})", updated(old), source)
+
+    def reshaped(self, new, write):
+        """What a write through a view of all of its root in another shape gave, in the root's shape."""
+        shape = shape_of(write.root)
+        if isinstance(new, Const):
+            return Const(new.value.reshape(shape), new.wanted)
+        return self.emit(write.at, f"reshape({new}, {shape_text(shape)})", f"{write.root.name}_written")
 
     def tensor_name(self, value) -> str:
         return self.constant_input(value) if isinstance(value, Const) else value
