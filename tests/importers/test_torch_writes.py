@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 from gradflow.importers import import_python  # noqa: E402  (needs torch present)
+from tests.importers.conftest import check  # noqa: E402
 
 WRITTEN = """
 class Written(nn.Module):
@@ -93,26 +94,11 @@ def written(step_file, lines):
     return step_file(WRITTEN % "\n".join(" " * 8 + line for line in lines))
 
 
-def torch_loss(path: str) -> float:
-    """The loss torch computes on a fresh float64 copy of the step (its writes run as they are)."""
-    from gradflow.importers.torch.target import load_step
-    step = load_step(path, "step")
-    return step.module.double()(*[t.double() for t in step.inputs])["loss"].item()
-
-
-def read_as_torch(path: str, same_as_torch) -> None:
-    """The step's loss is torch's, and so is every gradient."""
-    import gradflow
-    report = gradflow.analyze(gradflow.load(f"{path}:step"))
-    assert report.losses_by_name["loss"].value == pytest.approx(torch_loss(path), rel=1e-12)
-    same_as_torch(report, path, "step")
-
-
 @pytest.mark.parametrize("case", list(FAITHFUL))
 def test_a_parameter_written_in_place_is_read_with_its_new_value_and_keeps_its_gradient_as_torch(
         step_file, same_as_torch, case):
     path, _ = written(step_file, FAITHFUL[case])
-    read_as_torch(path, same_as_torch)
+    check(path, "step", same_as_torch)
 
 
 @pytest.mark.parametrize("case, op, marker", [
@@ -150,7 +136,7 @@ def test_a_view_taken_before_a_write_into_its_base_reads_the_new_value_as_torch(
         torch.manual_seed(0)
         return {"module": BaseView(), "inputs": (torch.randn(2, 4),)}
     """)
-    read_as_torch(path, same_as_torch)
+    check(path, "step", same_as_torch)
 
 
 PARTIAL = {
@@ -223,7 +209,7 @@ def test_writes_with_gradient_through_views_of_all_of_a_tensor_are_read_through_
         torch.manual_seed(0)
         return {"module": Flat(), "inputs": (torch.randn(2, 4),)}
     """)
-    read_as_torch(path, same_as_torch)
+    check(path, "step", same_as_torch)
 
 
 def test_c51s_projection_written_through_a_flat_view_imports_as_torch(step_file, same_as_torch):
@@ -255,7 +241,7 @@ def test_c51s_projection_written_through_a_flat_view_imports_as_torch(step_file,
         torch.manual_seed(0)
         return {"module": C51(), "inputs": (torch.randn(6, 4), torch.randn(6) * 2, torch.randn(6, 4))}
     """)
-    read_as_torch(path, same_as_torch)
+    check(path, "step", same_as_torch)
 
 
 @pytest.mark.parametrize("lines, col, message", [
@@ -286,7 +272,7 @@ def test_a_redundant_no_grad_around_a_write_into_an_input_is_named_after_the_inp
     imported = import_python(f"{path}:step")
     assert [line.targets for line in imported.graph if "no_grad(" in line.expr] == [("x_updated",)]
     # the step is run again to check its backward: on a copy, so x is written once, not twice
-    read_as_torch(path, same_as_torch)
+    check(path, "step", same_as_torch)
     from click.testing import CliRunner
 
     from gradflow.cli.main import cli
