@@ -231,3 +231,63 @@ def test_import_pad_modes_over_two_axes_give_torch_values_and_read_each_axis_onc
     check(path, "step", same_as_torch)
     pads = [line.expr for line in import_python(f"{path}:step").graph if line.expr.startswith("concat")]
     assert len(pads) == 9 and all(expr.count("concat") == 1 for expr in pads)
+
+
+MASKED_UPDATES = WEIGHTED + """
+class Updates(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w, self.v = nn.Parameter(torch.randn(3, 4)), nn.Parameter(torch.randn(3, 4))
+        self.r, self.c = nn.Parameter(torch.randn(3)), nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        h = self.w * x
+        l = (x * 2).floor().long()
+        l[(l > 0) & (l < 2)] -= 1                        # C51's fix of its bounds: integers
+        h[h > 0] *= 0.5                                  # in place on the read
+        h[x < 0] = h[x < 0] * 2 + self.v[x < 0]          # several reads, the mask written out each time
+        g = self.v.clone()
+        g[self.r > 0] = g[self.r > 0].clamp(-0.1, 0.1) * self.r.sum()   # rows, a 0-d tensor beside them
+        k = self.v * 1.0
+        k[x > 1] = self.w[x > 1]                         # a read alone
+        k[:, self.c > 0] += 1.0                          # a mask of a later axis
+        return {"loss": weighted(h * l) + weighted(g ** 2) + weighted(k * x)}
+
+
+class Elsewhere(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x):
+        h = self.w * x
+        v = h[h > 0]  # @read
+        h[h > 0] = v * 2
+        return {"loss": (h ** 2).sum() + v.sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Updates(), "inputs": (torch.randn(3, 4),)}
+
+
+def elsewhere():
+    torch.manual_seed(0)
+    return {"module": Elsewhere(), "inputs": (torch.randn(3, 4),)}
+"""
+
+
+def test_a_write_through_a_mask_of_what_it_read_through_it_gives_torch_values_and_gradients(step_file,
+                                                                                             same_as_torch):
+    """x[m] -= 1, h[h > 0] *= 0.5, h[m] = h[m] * 2 + v[m]: elementwise in the masked reads, so the same
+    work on all of h, written where the mask holds."""
+    path, _ = step_file(MASKED_UPDATES)
+    check(path, "step", same_as_torch)
+
+
+def test_a_masked_read_used_beyond_the_write_keeps_its_data_dependent_shape_and_is_refused(step_file):
+    path, line_of = step_file(MASKED_UPDATES)
+    with pytest.raises(ModelError) as caught:
+        import_python(f"{path}:elsewhere")
+    assert caught.value.line == line_of("read")
+    assert caught.value.message.startswith("unsupported data-dependent shape: the size of what aten.index.Tensor")

@@ -97,9 +97,14 @@ def index_put(c):
 
 def mask_put(c, d: int, mask: str) -> str:
     """``where(mask, v, x)``, the mask and the values lined up with x's axes: torch broadcasts
-    the values to x[mask]'s shape, whose axis d is the masked entries."""
+    the values to x[mask]'s shape, whose axis d is the masked entries. Values of x's own shape
+    are what a write of what it read through the mask made of all of x (fxmasks.py)."""
     shape, m, values = list(c.shapes[0]), len(c.shapes[1][d]), c.args[2]
     own = list(c.shapes[2])
+    if len(shape) > d + m:
+        mask = f"reshape({mask}, {shape_text(list(c.shapes[1][d]) + [1] * (len(shape) - d - m))})"
+    if own == shape:
+        return f"where({mask}, {values}, {c.args[0]})"
     rank = len(shape) - m + 1
     if len(own) > rank:
         raise Unsupported("with values of more axes than what they are written into")
@@ -109,8 +114,6 @@ def mask_put(c, d: int, mask: str) -> str:
     lined = lined[:d] + [1] * m + lined[d + 1:]
     if trimmed(lined) != trimmed(own):   # more than leading axes of 1 apart
         values = f"reshape({values}, {shape_text(lined)})"
-    if len(shape) > d + m:
-        mask = f"reshape({mask}, {shape_text(list(c.shapes[1][d]) + [1] * (len(shape) - d - m))})"
     return f"where({mask}, {values}, {c.args[0]})"
 
 

@@ -25,6 +25,7 @@ from gradflow.importers.torch.functions import classify
 from gradflow.importers.torch.fxgraph import (
     NO_GRAD_HOP, ancestors, aten_text, block_graph, data_dependent, in_place, kind_of, shape_of, target_name,
 )
+from gradflow.importers.torch.fxmasks import lift_masked_writes
 from gradflow.importers.torch.fxwrites import cut_only, written_input
 from gradflow.importers.torch.leaves import Const, Leaves
 from gradflow.importers.torch.places import display
@@ -117,6 +118,7 @@ class Translator(Leaves, Rebinding):
         """Translate one fx graph (the program's, or a grad-mode block's); its output values.
         Nodes no output depends on (buffer updates, export's own assertions) are skipped, and so
         are in-place writes whose new value nothing reads (nor the caller, for ``wanted``)."""
+        lift_masked_writes(graph)
         needed = ancestors(graph)
         after = self.plan_writes(graph, needed, bound, grad, wanted)
         order = {node: i for i, node in enumerate(graph.nodes)}
