@@ -268,6 +268,16 @@ def complex_param():  # @complex_param
     return {"module": module, "inputs": (torch.randn(3, 4),)}
 
 
+def meta_param():  # @meta_param
+    module = Fine()
+    module.ghost = nn.Linear(2, 2, device="meta")   # never used: torch runs the step, but it has no values
+    return {"module": module, "inputs": (torch.randn(3, 4),)}
+
+
+def meta_input():  # @meta_input
+    return {"module": Fine(), "inputs": (torch.randn(3, 4), torch.empty(2, device="meta"))}
+
+
 def base():
     raise Boom("stop")  # @base
 
@@ -282,6 +292,10 @@ def ok():
     ("sparse", 1, "sparse() returned input 1 with layout sparse_coo: only dense tensors can be imported"),
     ("complex_input", 1, "complex_input() returned input 1 of dtype complex64: gradflow's values are real"),
     ("complex_param", 1, "complex_param() returned a module whose 'phase' is complex"),
+    ("meta_param", 1, "meta_param() returned a module whose 'ghost.weight' is on the meta device, which holds no "
+                      "values: move it to the CPU (module.to_empty(device='cpu'), then initialise it) or out of the "
+                      "module"),
+    ("meta_input", 1, "meta_input() returned input 1 on the meta device, which holds no values: pass a CPU tensor"),
     ("base", 5, "base() raised Boom: stop"),
 ])
 def test_odd_steps_are_one_located_error_and_the_other_targets_are_still_checked(step_file, func, col, message):

@@ -146,7 +146,12 @@ def check_returned(value, func: str, source: Source) -> Step:
         if t.is_complex() or t.layout != torch.strided:
             raise fail(f"returned a module whose {name!r} is {'complex' if t.is_complex() else 'sparse'}: "
                        "gradflow's values are real and dense")
+        if t.is_meta:   # a shape without values (torch.func ensembling's copy.deepcopy(model).to('meta'))
+            raise fail(f"returned a module whose {name!r} is on the meta device, which holds no values: move it "
+                       "to the CPU (module.to_empty(device='cpu'), then initialise it) or out of the module")
     for i, t in enumerate(inputs):
+        if t.is_meta:
+            raise fail(f"returned input {i} on the meta device, which holds no values: pass a CPU tensor")
         if t.layout != torch.strided:
             raise fail(f"returned input {i} with layout {str(t.layout).replace('torch.', '')}: only dense tensors "
                        "can be imported (pass t.to_dense())")
