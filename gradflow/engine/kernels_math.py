@@ -1,5 +1,5 @@
 """Array code of the elementwise mathematics PyTorch models use beyond the basics: atan2's
-gradient, remainder and fmod.
+gradient, remainder and fmod, and the rounding divisions.
 
 Each follows PyTorch's CPU kernel or its derivatives.yaml formula, in the dtype of its
 inputs, so values and gradients are torch's at zeros, signs and infinities too.
@@ -53,3 +53,22 @@ def remainder_vjp_b(g, ans, a, b):
 def fmod_vjp_b(g, ans, a, b):
     """torch's -g * a.div(b, rounding_mode="trunc")."""
     return -g * np.trunc(a / b)
+
+
+def floor_divide(a, b):
+    """a / b rounded down as torch's kernel and Python's // compute it, and numpy's floor_divide
+    step for step: fmod(a, b) first, then (a - fmod(a, b)) / b, less 1 where fmod's sign is not
+    b's, snapped to the nearest whole number. So the quotient of a and b as they are is floored,
+    not a quotient already rounded: 1.0 // 0.1 is 9.0 (0.1 is a little above a tenth), where
+    floor(1.0 / 0.1) is 10.0. A float b of 0 gives a / b (+-inf, NaN for 0 / 0)."""
+    return np.floor_divide(*divided(a, b, "floor division"))
+
+
+def trunc_divide(a, b):
+    """a / b rounded toward zero, as torch's kernel: trunc(a / b) for floats; for integers C's
+    division, exact (a - fmod(a, b) is a multiple of b), where a / b in float64 would round
+    beyond 2 ** 53."""
+    a, b = divided(a, b, "trunc division")
+    if np.result_type(a, b).kind == "f":
+        return np.trunc(a / b)
+    return np.floor_divide(a - np.fmod(a, b), b)

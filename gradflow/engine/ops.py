@@ -42,7 +42,9 @@ from gradflow.engine.kernels import (
     softmax, take_along_axis_vjp, take_vjp, tanh_vjp, transpose_vjp, var_vjp,
 )
 from gradflow.engine.kernels_conv import avg_pool2d_vjp, conv2d, conv2d_vjp_w, conv2d_vjp_x, max_pool2d_vjp, pool_windows
-from gradflow.engine.kernels_math import atan2_vjp_x, atan2_vjp_y, fmod, fmod_vjp_b, remainder, remainder_vjp_b
+from gradflow.engine.kernels_math import (
+    atan2_vjp_x, atan2_vjp_y, floor_divide, fmod, fmod_vjp_b, remainder, remainder_vjp_b, trunc_divide,
+)
 from gradflow.engine.kernels_nn import (
     attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x, bernoulli,
     cosine_similarity, cosine_vjp, dropout, dropout_vjp, embedding, embedding_vjp, erf, erf_vjp, erfc, gelu_exact,
@@ -174,14 +176,20 @@ class Op:
                 raise ShapeError(f"{self.name}: argument {self.inputs[k]!r} must be an integer tensor, "
                                  f"got {np.dtype(dtypes[k]).name}")
 
+    def sets_dtype(self, k: int) -> bool:
+        """Does input ``k`` take part in a ``promote`` output's dtype? An input that can carry
+        gradient does, a where's condition or an index does not; so does every input of an op
+        that no gradient passes (floor_divide's a and b)."""
+        return self.kind != "differentiable" or self.has_rule(k)
+
     def out_dtype(self, dtypes, float_dtype) -> np.dtype:
         """The output dtype from the input dtypes alone (lazy tapes).
 
-        ``promote`` looks only at inputs that can carry gradient, so a where's
+        ``promote`` looks only at the inputs that set it (``sets_dtype``), so a where's
         condition or an index never turns an integer result into a float one.
         """
-        if self.out == "promote" and self.kind == "differentiable":
-            dtypes = [d for k, d in enumerate(dtypes) if self.has_rule(k)]
+        if self.out == "promote":
+            dtypes = [d for k, d in enumerate(dtypes) if self.sets_dtype(k)]
         if self.out == "float" or (self.out == "promote" and any(dtype_kind(d) == "f" for d in dtypes)):
             return np.dtype(float_dtype)
         if self.out == "first":
@@ -529,8 +537,18 @@ defop("searchsorted", inputs=("boundaries", "x"), forward=searchsorted, vjps=(No
           "above x (right=True: above it), as torch.searchsorted and torch.bucketize (NaN as torch's search)",
       attrs={"right": False}, out="int", **_ND)
 for _name, _fn, _doc in [("round", np.round, "round half to even"), ("floor", np.floor, "round down"),
-                         ("ceil", np.ceil, "round up"), ("sign", np.sign, "-1, 0 or 1")]:
+                         ("ceil", np.ceil, "round up")]:
     defop(_name, inputs=("x",), forward=_fn, vjps=(None,), shape=same_shape, doc=_doc, out="float", **_ND)
+defop("sign", inputs=("x",), forward=np.sign, vjps=(None,), shape=same_shape,
+      doc="-1, 0 or 1; an integer's is an integer", **_ND)
+# torch's gradient of a rounding division is 0 (floor_divide's is refused): an implicit cut, as floor's
+defop("floor_divide", inputs=("a", "b"), forward=floor_divide, vjps=(None, None), shape=broadcast_shape,
+      doc="a / b rounded down, as Python's // and torch.floor_divide compute it, from fmod(a, b): 1.0 // 0.1 is "
+          "9.0 (0.1 is a little above a tenth), where floor(1.0 / 0.1) is 10.0; a float b of 0 gives a / b (+-inf, "
+          "NaN for 0 / 0); integers stay integers (an integer b of 0 is an error, as in torch)", **_ND)
+defop("trunc_divide", inputs=("a", "b"), forward=trunc_divide, vjps=(None, None), shape=broadcast_shape,
+      doc="a / b rounded toward zero, as torch.div(a, b, rounding_mode=\"trunc\"): trunc(a / b) of floats; "
+          "integers stay integers, divided exactly (an integer b of 0 is an error, as in torch)", **_ND)
 defop("to_int", inputs=("x",), forward=to_int, vjps=(None,), shape=same_shape,
       doc="x as integers, its fractions cut off toward zero, as torch's .long() of a float", out="int", **_ND)
 for _name, _fn, _sym in [("less", np.less, "<"), ("less_equal", np.less_equal, "<="),

@@ -125,7 +125,7 @@ class Tape:
     def conform(self, op: Op, value, requires_grad) -> tuple:
         """An eager result in the tape's dtype: (value, requires_grad)."""
         if value.dtype.kind != "f":
-            if op.out == "float":  # comparisons, one_hot, sign of an int: 0/1 floats
+            if op.out == "float":  # comparisons, one_hot, floor of an int: floats
                 return value.astype(self.dtype), requires_grad
             return value, False  # an integer result (argmax, ops on integer tensors) carries no gradient
         if value.dtype != self.dtype:  # int64 * float32 gives float64

@@ -22,7 +22,8 @@ from gradflow.model.expr import BINARY, COMPARE, dotted_name
 FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
 # ops whose integer inputs, whole numbers beside them included, give an integer (int with int gives int)
-INTEGER_KEEPING = frozenset({"add", "sub", "mul", "remainder", "fmod", "maximum", "minimum", "where"})
+INTEGER_KEEPING = frozenset({"add", "sub", "mul", "remainder", "fmod", "floor_divide", "trunc_divide", "maximum",
+                             "minimum", "where"})
 
 
 @dataclass(slots=True, unsafe_hash=True, repr=False)
@@ -176,9 +177,9 @@ class Evaluator(Calls):
         is an integer constant where the op keeps integers (``n - 1``, ``maximum(n, 0)``), as
         in numpy and torch, so the result can still index; elsewhere numbers are floats."""
         if op.name in INTEGER_KEEPING and any(v.__class__ is int for v in values):
-            taking = [v for k, v in enumerate(values) if op.has_rule(k)]
+            taking = [v for k, v in enumerate(values) if op.sets_dtype(k)]
             if all(v.__class__ is int or isinstance(v, Tensor) and np.dtype(v.dtype).kind in "iu" for v in taking):
-                return [self.tape.leaf(np.int64(v)) if v.__class__ is int and op.has_rule(k) else self.as_tensor(v, n)
+                return [self.tape.leaf(np.int64(v)) if v.__class__ is int and op.sets_dtype(k) else self.as_tensor(v, n)
                         for k, (v, n) in enumerate(zip(values, nodes))]
         return [self.as_tensor(v, n) for v, n in zip(values, nodes)]
 

@@ -78,6 +78,12 @@ def divisions():
     return [Case(f"{list(a)}-{list(b)}", make(a, b)) for a, b in pairs]
 
 
+def rounding_divisions():
+    """floor_divide / trunc_divide: remainder's cases (no gradient, so no difference is taken),
+    and an integer tensor by a float one (integers by integers: test_rounding_division.py)."""
+    return divisions() + [Case("int-by-float", args(I(3, 4, high=9), U(4, lo=0.5, hi=2.0)))]
+
+
 def sorted_boundaries(*shape):
     return lambda rng: np.sort(rng.normal(size=shape), axis=-1)
 
@@ -362,6 +368,8 @@ CASES: dict[str, list[Case]] = {
     "floor": unary(),
     "ceil": unary(),
     "sign": unary(),
+    "floor_divide": rounding_divisions(),
+    "trunc_divide": rounding_divisions(),
     "less": binary(),
     "less_equal": binary(),
     "greater": binary(),

@@ -158,6 +158,9 @@ TORCH = {
     "searchsorted": lambda boundaries, x, right=False: torch.searchsorted(boundaries, x, right=right),
     "to_int": lambda x: x.long(),
     "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign,
+    # torch.floor_divide's values, with a zero gradient: torch refuses floor_divide's backward
+    "floor_divide": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "trunc_divide": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
     "less": compare(torch.lt), "less_equal": compare(torch.le), "greater": compare(torch.gt),
     "greater_equal": compare(torch.ge), "equal": compare(torch.eq), "not_equal": compare(torch.ne),
 }

@@ -41,14 +41,6 @@ def compare(op):
     return lambda c: f"{op}({text(c.args[0])}, {text(c.args[1])})"
 
 
-def div(c):
-    mode = c.kwargs.get("rounding_mode")
-    if mode == "trunc":
-        raise Unsupported("with rounding_mode='trunc'")
-    expr = f"{text(c.args[0])} / {text(c.args[1])}"
-    return f"floor({expr})" if mode == "floor" else expr
-
-
 def linear(c):
     return linear_of(c.args[0], c.args[1], c.arg(2, "bias"))
 
@@ -256,7 +248,7 @@ def normal(c):
 OPS = {
     **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
                                 "cos", "log1p", "sign", "floor", "ceil", "square", "acos", "asin", "atan")},
-    "arccos": unary("acos"), "arcsin": unary("asin"), "arctan": unary("atan"),
+    "arccos": unary("acos"), "arcsin": unary("asin"), "arctan": unary("atan"), "sgn": unary("sign"),
     "round": rounding,
     "silu": unary("silu"),
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
@@ -269,7 +261,7 @@ OPS = {
     "clamp": clip, "clip": clip,
     "clamp_min": lambda c: clipped(c, c.args[1], None),
     "clamp_max": lambda c: clipped(c, None, c.args[1]),
-    "add": binary("+"), "sub": binary("-"), "rsub": binary("r-"), "mul": binary("*"), "div": div,
+    "add": binary("+"), "sub": binary("-"), "rsub": binary("r-"), "mul": binary("*"),
     "pow": binary("**"), "maximum": compare("maximum"), "minimum": compare("minimum"),
     "lerp": lambda c: f"{c.args[0]} + {text(c.args[2])} * ({c.args[1]} - {c.args[0]})",   # torch's gradients too
     "gt": compare("greater"), "lt": compare("less"), "ge": compare("greater_equal"),

@@ -1,8 +1,9 @@
 """aten's mathematics beyond gradflow's own ops: expm1, sinh, cosh, logaddexp, xlogy, exp2, log2,
 log10, nan_to_num, selu and celu, each written so that its value and gradient are torch's where
 precision is at stake (near 0, far below it, at infinities); and the calls that map onto one
-op of gradflow's with their arguments sorted out: prod, remainder and fmod, bucketize and
-searchsorted, and the vector and matrix norms of torch.norm and torch.linalg."""
+op of gradflow's with their arguments sorted out: prod, remainder and fmod, the rounding
+divisions, bucketize and searchsorted, and the vector and matrix norms of torch.norm and
+torch.linalg."""
 
 from __future__ import annotations
 
@@ -109,14 +110,31 @@ def prod(c):
     return reduced_over("prod", x, str(c.args[1] % c.ndim()), c.arg(2, "keepdim", False))
 
 
+def of_two(op):
+    """op(a, b) of tensors or numbers, an infinite number kept infinite; a whole number beside an
+    integer tensor keeps it an integer where op does (remainder, floor_divide), as in torch."""
+    return lambda c: f"{op}({operand(c.args[0])}, {operand(c.args[1])})"
+
+
 def modulo(op):
     """remainder (%) and fmod of a tensor by a tensor or a number, and remainder of a number by an
-    integer tensor; a whole number beside an integer tensor keeps it an integer, as in torch."""
+    integer tensor."""
     def handler(c):
         if c.overload == "Scalar_Tensor" and c.kinds.get(1) != "int":
             raise Unsupported("of a number by a float tensor (torch has no gradient for it)")
-        return f"{op}({operand(c.args[0])}, {operand(c.args[1])})"
+        return of_two(op)(c)
     return handler
+
+
+def div(c):
+    """a / b, or torch's rounding divisions, by a tensor or a number: rounding_mode "floor" (as
+    a // b and floor_divide) and "trunc" are gradflow's floor_divide and trunc_divide, torch's
+    values exactly where floor(a / b) is not (1.0 // 0.1 is 9.0), and cuts, as torch's gradient
+    of them is 0."""
+    mode = c.kwargs.get("rounding_mode")
+    if mode is None:
+        return f"{text(c.args[0])} / {text(c.args[1])}"
+    return of_two(f"{mode}_divide")(c)
 
 
 def atan2(c):
@@ -185,6 +203,7 @@ MATH_OPS = {
     "exp2": exp2, "xlogy": x_log_y,
     "special_expm1": expm1, "special_exp2": exp2, "special_xlogy": x_log_y,   # torch.special's names
     "prod": prod, "remainder": modulo("remainder"), "fmod": modulo("fmod"),
+    "div": div, "floor_divide": of_two("floor_divide"),
     "atan2": atan2, "arctan2": atan2,
     "bucketize": bucketize, "searchsorted": searchsorted,
     "linalg_vector_norm": norm, "linalg_norm": linalg_norm, "linalg_matrix_norm": matrix_norm,
