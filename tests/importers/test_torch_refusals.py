@@ -274,6 +274,19 @@ def meta_param():  # @meta_param
     return {"module": module, "inputs": (torch.randn(3, 4),)}
 
 
+class Derived(Fine):
+    def __init__(self):
+        super().__init__()
+        self.scaled = self.lin.weight * 2   # not a leaf: its gradient would reach lin.weight, once
+
+    def forward(self, x, *rest):
+        return {"loss": (x @ self.scaled.t()).mean()}
+
+
+def derived_attr():  # @derived_attr
+    return {"module": Derived(), "inputs": (torch.randn(3, 4),)}
+
+
 def meta_input():  # @meta_input
     return {"module": Fine(), "inputs": (torch.randn(3, 4), torch.empty(2, device="meta"))}
 
@@ -295,6 +308,9 @@ def ok():
     ("meta_param", 1, "meta_param() returned a module whose 'ghost.weight' is on the meta device, which holds no "
                       "values: move it to the CPU (module.to_empty(device='cpu'), then initialise it) or out of the "
                       "module"),
+    ("derived_attr", 1, "the module's tensor 'scaled' was computed from parameters before forward (its grad_fn is "
+                        "MulBackward0): torch's backward reaches them through the graph built then, and on the first "
+                        "step only; compute it in forward, or make it an nn.Parameter or a buffer"),
     ("meta_input", 1, "meta_input() returned input 1 on the meta device, which holds no values: pass a CPU tensor"),
     ("base", 5, "base() raised Boom: stop"),
 ])

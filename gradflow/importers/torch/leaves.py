@@ -42,6 +42,12 @@ class Leaves:
             elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
                 value = module.get_buffer(spec.target) if spec.kind == InputKind.BUFFER \
                     else self.program.constants[spec.target]   # a tensor, or an object (a draw's generator)
+                if spec.kind == InputKind.CONSTANT_TENSOR and value.grad_fn is not None:
+                    raise self.step_error(
+                        f"the module's tensor {spec.target!r} was computed from parameters before forward (its "
+                        f"grad_fn is {type(value.grad_fn).__name__}): torch's backward reaches them through the "
+                        "graph built then, and on the first step only; compute it in forward, or make it an "
+                        "nn.Parameter or a buffer")
                 if isinstance(value, torch.Tensor) and value.requires_grad:
                     # a tensor the user trains without nn.Parameter (SAC's log_alpha with its own
                     # optimizer): a parameter named after its attribute, as torch gives it a gradient
