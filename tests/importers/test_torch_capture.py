@@ -1284,6 +1284,50 @@ def test_requires_grad_switched_off_in_forward_cuts_the_uses_made_while_it_is_of
     assert not report.by_name["G.0.weight"].frozen and not report.findings
 
 
+FREEZING_ORDER = """
+class Order(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.D, self.E = nn.Linear(4, 1), nn.Linear(4, 1)
+        self.E.requires_grad_(False)      # left frozen by the previous iteration
+
+    def forward(self, x):
+        d_loss = self.D(x).pow(2).mean()
+        self.D.requires_grad_(False)      # never set back: backward finds it frozen
+        early = self.E(x).mean()  # @early
+        self.E.requires_grad_(True)
+        late = self.E(x).pow(2).mean()
+        return {"d_loss": d_loss, "early": early, "late": late}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Order(), "inputs": (torch.randn(6, 4),)}
+"""
+
+
+def test_requires_grad_is_what_backward_finds_and_uses_before_a_parameter_is_set_trainable_are_cut(step_file):
+    # torch accumulates no gradient into a parameter whose requires_grad is False when backward runs,
+    # and records no use made while it was False, though forward started with it so
+    import numpy as np
+
+    import gradflow
+    from gradflow.importers.torch.target import load_step
+    path, line_of = step_file(FREEZING_ORDER)
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert report.by_name["D.weight"].frozen and not report.by_name["E.weight"].frozen
+    assert report.status("E.weight", "early") == "blocked" and report.status("E.weight", "late") == "flows"
+    [cut] = report.pair("E.weight", "early").cut_by
+    assert (cut.op, cut.line) == ("no_grad", line_of("early"))
+    step = load_step(path, "step")
+    losses = step.module.double()(step.inputs[0].double())
+    assert not losses["early"].requires_grad
+    losses["d_loss"].backward()
+    assert step.module.D.weight.grad is None
+    (grad,) = torch.autograd.grad(losses["late"], step.module.E.weight)
+    np.testing.assert_allclose(report.grad("E.weight", "late"), grad.numpy(), rtol=1e-9)
+
+
 def test_a_constant_mask_of_minus_infinity_imports_and_is_kept_out_of_the_model_file(step_file, same_as_torch,
                                                                                      tmp_path):
     # nn.Transformer.generate_square_subsequent_mask and a buffer of -inf: constants that a model

@@ -68,7 +68,11 @@ class Recorder:
     boundary: object = None                       # the importer's frame: user code runs below it
     data: bool = False                            # inside the user's `.data`
     module: object = None                         # the step's module, whose parameters forward may freeze
-    frozen: dict = field(default_factory=dict)    # parameter name -> Source where forward set requires_grad=False
+    # parameter name -> Source where forward set requires_grad=False, or None: frozen when forward started;
+    # a new dict at each change, so that nodes share it
+    frozen: dict = field(default_factory=dict)
+    woken: set = field(default_factory=set)       # parameters forward set trainable while they were frozen
+    last: dict = field(default_factory=dict)      # parameter name -> requires_grad as forward left it
 
     def stamp(self, node, target, args) -> None:
         source = user_source(3, self.boundary)
@@ -77,7 +81,7 @@ class Recorder:
         if self.data:
             node.meta[DATA] = True
         if self.frozen:
-            node.meta[FROZEN] = dict(self.frozen)
+            node.meta[FROZEN] = self.frozen
         if target is torch._C._set_grad_enabled and args and args[0] is False:
             if not set_in_user_code(3):
                 self.libraries.add(len(self.blocks))
@@ -91,7 +95,10 @@ class Recorder:
 def requires_grad_watched(recorder: Recorder):
     """Tensor.requires_grad's setter and requires_grad_ noting where the user's forward turns a
     parameter's gradient off and on again (pix2pix's set_requires_grad(netD, False) before the
-    generator's loss), which export does not record: the uses in between are cut."""
+    generator's loss), which export does not record: the uses in between are cut, and so are
+    the uses of a parameter frozen when forward starts made before forward sets it trainable.
+    What forward leaves it as is what backward finds: torch accumulates no gradient into a
+    parameter whose requires_grad is False then."""
     base = torch._C.TensorBase.requires_grad
     method = torch._C.TensorBase.requires_grad_
 
@@ -100,10 +107,12 @@ def requires_grad_watched(recorder: Recorder):
             return
         for name, p in recorder.module.named_parameters():
             if p is tensor:
-                if flag:
-                    recorder.frozen.pop(name, None)
-                else:
-                    recorder.frozen.setdefault(name, user_source(3, recorder.boundary))
+                recorder.last[name] = flag
+                if flag and name in recorder.frozen:
+                    recorder.woken.add(name)
+                    recorder.frozen = {k: v for k, v in recorder.frozen.items() if k != name}
+                elif not flag and name not in recorder.frozen:
+                    recorder.frozen = {**recorder.frozen, name: user_source(3, recorder.boundary)}
 
     def set_flag(tensor, flag):
         base.__set__(tensor, flag)
@@ -307,7 +316,8 @@ def watching(recorder: Recorder):
 def export(module: torch.nn.Module, inputs: tuple, fallback: Source):
     """(ExportedProgram, Recorder) of ``module(*inputs)`` in the training IR."""
     hooks_refused(module, fallback)
-    recorder = Recorder(boundary=sys._getframe(), module=module)
+    recorder = Recorder(boundary=sys._getframe(), module=module,
+                        frozen={name: None for name, p in module.named_parameters() if not p.requires_grad})
     with users_failure(export_message, fallback), watching(recorder):   # torch refused the user's code, or it exited
         program = torch.export.export(module, inputs, strict=False)
     return program, recorder

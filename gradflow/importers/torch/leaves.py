@@ -61,7 +61,8 @@ class Leaves:
         if name not in self.values.values():
             p = self.step.module.get_parameter(name) if p is None else p
             self.used.add(name)
-            self.out.params.append(Tensor(name, tuple(p.shape), frozen=not p.requires_grad))
+            trainable = self.recorder.last.get(name, p.requires_grad)   # as backward finds it, after forward
+            self.out.params.append(Tensor(name, tuple(p.shape), frozen=not trainable))
             self.out.arrays[name] = p.detach().double().numpy()
         self.values[node] = name
 

@@ -196,7 +196,10 @@ class Translator(Leaves, Rebinding):
                 return None   # a draw's generator=: gradflow draws its own numbers, as without one
             name = self.tensor(value, user)
             frozen = user.meta.get(FROZEN)
-            return self.frozen_use(name, frozen[name], user) if frozen and name in frozen else name
+            if frozen and name in frozen and (frozen[name] is not None or name in self.recorder.woken):
+                # frozen from the start: cut where it is read, until forward sets it trainable
+                return self.frozen_use(name, frozen[name] or self.source_of(user), user)
+            return name
         if isinstance(value, (list, tuple)):
             return [self.argument(v, user) for v in value]
         if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
