@@ -83,6 +83,15 @@ def test_a_forward_returning_an_empty_dict_says_it_returned_no_losses(step_file)
     assert e.message.startswith("module(*inputs) returned no losses")
 
 
+def test_a_forward_returning_an_ordered_dict_of_losses_imports_them_in_its_order(step_file):
+    import gradflow
+    path, _ = step_file(NESTED.replace('{"aux": %s, "main": self.b(x).mean()}',
+                                       '__import__("collections").OrderedDict(main=self.b(x).mean(), '
+                                       'aux=self.a(x).mean())'))
+    report = gradflow.analyze(gradflow.load(f"{path}:step"))
+    assert [loss.name for loss in report.losses] == ["main", "aux"]
+
+
 WRITES = """
 class Writes(nn.Module):
     def __init__(self):

@@ -10,6 +10,7 @@ the exported graph; ``rebind.py`` gives a tensor written in place its new value.
 
 from __future__ import annotations
 
+import collections
 import operator
 import re
 
@@ -79,7 +80,7 @@ class Translator(Leaves, Rebinding):
 
     def run(self) -> None:
         spec = self.program.call_spec.out_spec
-        if spec is None or spec.type is not dict:
+        if spec is None or spec.type not in (dict, collections.OrderedDict):
             raise self.step_error("module(*inputs) must return a dict of scalar losses")
         if not spec.context:
             raise self.step_error("module(*inputs) returned no losses: its dict must hold at least one scalar loss")
