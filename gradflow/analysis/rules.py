@@ -244,7 +244,9 @@ def check_params(ctx: Context) -> None:
                           f"{listing(names)} receive{'s' if len(names) == 1 else ''} gradient from no loss: "
                           f"{reasons}"), command=shown)
         for loss, pair in p.grads.items():
-            if pair.status == "zero":
+            # a frozen parameter's gradient is never applied: how large it is, or that it is zero, is
+            # no finding (the parameters behind it have their own); a NaN in it still is
+            if pair.status == "zero" and p.name not in model.frozen:
                 ctx.group("GF107", (loss, cause(pair)), p.name, place,
                           lambda names, loss=loss, pair=pair: (
                               f"the gradient from {loss} into {listing(names)} is exactly zero; {dying(pair, path)}"),
@@ -252,7 +254,7 @@ def check_params(ctx: Context) -> None:
             if pair.nonfinite:
                 ctx.group("GF105", loss, p.name, place, lambda names, loss=loss: (
                     f"{loss}: the gradient of {listing(names)} has NaN or infinite entries"), loss=loss)
-            elif pair.status == "flows" and pair.norm is not None:
+            elif pair.status == "flows" and pair.norm is not None and p.name not in model.frozen:
                 if pair.norm < settings.vanishing:
                     ctx.group("GF108", loss, p.name, place, lambda names, loss=loss: (
                         f"{loss}: vanishing gradient (L2 norm below {settings.vanishing:g}) into "

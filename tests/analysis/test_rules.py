@@ -215,6 +215,23 @@ losses: [loss]
     assert rules_of(write_model, text, vanishing=1e-12, exploding=1e6) == []
 
 
+def test_a_frozen_parameters_gradient_size_is_no_finding_but_a_nan_in_it_is(write_model):
+    # its gradient is never applied: vanishing, exploding or zero, only the parameters behind it matter
+    text = """
+gradflow: 1
+params:
+  w: {shape: [3], init: ones}
+  small: {shape: [3], init: ones, frozen: true}
+  big: {shape: [3], init: ones, frozen: true}
+  dead: {value: [-1.0, -1.0, -1.0], frozen: true}
+  bad: {shape: [3], init: ones, frozen: true}
+graph:
+  loss: sum(w * small * 1e-9) + sum(w * big * 1e4) + sum(relu(dead) * w) + sum(sqrt(bad - 1) * w)
+losses: [loss]
+"""
+    assert rules_of(write_model, text) == [("GF105", "error", "bad"), ("GF109", "warning", "w")]
+
+
 def test_ignore_turns_a_rule_off(write_model):
     text = HEAD + """
 graph:
