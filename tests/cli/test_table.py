@@ -101,6 +101,15 @@ def test_the_last_line_is_the_verdict():
     assert "g_loss trains 0 parameters" in bug and "no gradient reaches G.w1, G.b1, G.w2" in bug
 
 
+def test_the_verdict_names_six_starved_parameters_at_most_as_the_findings_do(write_model):
+    params = "".join(f"  p{i}: {{shape: [2], init: ones}}\n" for i in range(8))
+    path = write_model("gradflow: 1\nparams:\n" + params + "  w: {shape: [2], init: ones}\ngraph:\n"
+                       "  loss: sum(w) + sum(stop_gradient(" + " + ".join(f"p{i}" for i in range(8)) + "))\n"
+                       "losses: [loss]\n")
+    verdict = analyze(path).splitlines()[-1]
+    assert "; no gradient reaches p0, p1, p2, p3, p4 and 3 more; " in verdict
+
+
 def test_check_text_ends_each_model_with_its_verdict():
     result = CliRunner().invoke(cli, ["check", str(MODELS / "gan.yaml"), str(MODELS / "vae.yaml")])
     verdicts = [line for line in result.output.splitlines() if ": verdict: " in line]

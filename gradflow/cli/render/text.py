@@ -66,7 +66,9 @@ def verdict(report) -> Line:
                and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values())]
     line = Line("verdict: " + shown("; ".join(trained)))
     if starved:
-        line.append("; no gradient reaches " + shown(", ".join(collapse(starved))), "bold red")
+        names = collapse(starved)   # past six, as the findings above it list them
+        named = ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f" and {len(names) - 5:,} more"
+        line.append("; no gradient reaches " + shown(named), "bold red")
     errors, warnings = report.errors, report.warnings
     line.append(f"; {plural(errors, 'error')}, {plural(warnings, 'warning')}",
                 "bold red" if errors else "yellow" if warnings else "green")
