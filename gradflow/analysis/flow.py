@@ -65,10 +65,14 @@ def told(cuts, model_path: str | None = None, shown: int = 3) -> list:
         if len(group) == 1:
             texts.append(group[0].said(model_path))
             continue
-        names = [c.node for c in group[:shown]] + ([f"{len(group) - shown} more"] if len(group) > shown else [])
-        first = replace(group[0], node=f"{', '.join(names[:-1])} and {names[-1]}")
-        texts.append(first.said(model_path))
+        texts.append(replace(group[0], node=nodes_of(group, shown)).said(model_path))
     return texts
+
+
+def nodes_of(cuts, shown: int = 3) -> str:
+    """The cuts' nodes, 'detach_2, detach_5 and detach_8', naming ``shown`` and counting the rest."""
+    names = [c.node for c in cuts[:shown]] + ([f"{len(cuts) - shown} more"] if len(cuts) > shown else [])
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def cut_of(index: int, node, kind: str) -> Cut:

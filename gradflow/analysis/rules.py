@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gradflow.analysis.flow import told
+from gradflow.analysis.flow import nodes_of, told
 from gradflow.analysis.globs import glob_hint, glob_matches
 from gradflow.analysis.report import Finding, collapse
 from gradflow.analysis.settings import Settings
@@ -296,11 +296,14 @@ def check_losses_and_stops(ctx: Context) -> None:
             place = spec.source or spec.place
             value = "NaN" if math.isnan(loss.value) else f"{loss.value:+}"     # 'NaN', '+inf', '-inf'
             ctx.add("GF105", f"{loss.name}: the loss is {value}", place, loss=loss.name)   # as its gradients
+    redundant = {}   # one line of a loop, or of a module repeated, is one finding
     for stop in ctx.report.stops:
         if stop.redundant:
-            c = stop.cut
-            ctx.add("GF106", f"{c.op} in {c.node} cuts no parameter from any loss: it is redundant",
-                    c, node=c.node)
+            redundant.setdefault((stop.cut.op, stop.cut.file, stop.cut.line, stop.cut.col), []).append(stop.cut)
+    for cuts in redundant.values():
+        c = cuts[0]
+        ctx.add("GF106", f"{c.op} in {nodes_of(cuts)} cuts no parameter from any loss: it is redundant", c,
+                node=c.node)
 
 
 CHECKS = (check_expect, check_wrt, check_params, check_wired, check_losses_and_stops)

@@ -215,6 +215,29 @@ losses: [loss]
     assert rules_of(write_model, text, vanishing=1e-12, exploding=1e6) == []
 
 
+def test_a_redundant_stop_repeated_by_a_module_is_one_gf106_naming_its_nodes(write_model):
+    model = gradflow.load(write_model("""
+gradflow: 1
+inputs:
+  x: {shape: [3, 4]}
+modules:
+  block:
+    inputs: [h]
+    params:
+      w: {shape: [4, 4]}
+    graph:
+      y: tanh(h @ w) + stop_gradient(x * 2)
+    output: y
+graph:
+  h: repeat(block, x, times=5)
+  loss: sum(h)
+losses: [loss]
+"""))
+    [finding] = [f for f in gradflow.analyze(model).findings if f.rule == "GF106"]
+    assert finding.message.startswith("stop_gradient in ") and finding.message.endswith(
+        " and 2 more cuts no parameter from any loss: it is redundant")
+
+
 def test_a_frozen_parameters_gradient_size_is_no_finding_but_a_nan_in_it_is(write_model):
     # its gradient is never applied: vanishing, exploding or zero, only the parameters behind it matter
     text = """
