@@ -144,6 +144,10 @@ def max_dim(op, arg, elementwise):
     return handler
 
 
+def isnan(c):
+    return f"not_equal({c.args[0]}, {c.args[0]})"   # NaN alone differs from itself
+
+
 def logical_not(c):
     return f"equal({c.args[0]}, 0)"
 
@@ -267,7 +271,7 @@ OPS = {
     "gt": compare("greater"), "lt": compare("less"), "ge": compare("greater_equal"),
     "le": compare("less_equal"), "eq": compare("equal"), "ne": compare("not_equal"),
     "where": lambda c: f"where({text(c.args[0])}, {operand(c.args[1])}, {operand(c.args[2])})",
-    "masked_fill": masked_fill, "logical_not": logical_not, "bitwise_not": bitwise_not,
+    "masked_fill": masked_fill, "isnan": isnan, "logical_not": logical_not, "bitwise_not": bitwise_not,
     "einsum": einsum,
     **{op: logical("{a} * {b}") for op in ("logical_and", "bitwise_and", "__and__")},
     **{op: logical("maximum({a}, {b})") for op in ("logical_or", "bitwise_or", "__or__")},

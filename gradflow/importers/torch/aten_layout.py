@@ -1,5 +1,6 @@
 """aten ops that lay a tensor out anew -> gradflow expressions: pad, flip, roll, repeat, tile,
-repeat_interleave, movedim, narrow, new_zeros and kin, diag, diag_embed, tril / triu, outer.
+repeat_interleave, movedim, narrow, new_zeros and kin, diag, diag_embed, tril / triu, outer,
+meshgrid.
 
 Each is slices, concat, reshape and broadcast_to of its input, so its gradient is torch's
 (a repeated entry's gradients add up through broadcast_to's). A triangle's mask, which
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from gradflow.importers.torch.call import Alias, Unsupported, index_text, operand, shape_text, text
+from gradflow.importers.torch.call import Alias, Parts, Unsupported, index_text, operand, shape_text, text
 
 
 def filled(value, shape) -> str:
@@ -223,6 +224,25 @@ def triangle(upper: bool):
     return handler
 
 
+def meshgrid(c):
+    """torch.meshgrid: each input (1-d, or 0-d as one entry) along its own axis of the grid, repeated
+    along the others by broadcast_to, whose gradient adds up as torch's; indexing="xy" swaps the
+    grid's first two axes, as torch."""
+    names, shapes = c.args[0], [list(s) for s in c.shapes[0]]
+    at = list(range(len(names)))
+    if c.kwargs.get("indexing", "ij") == "xy" and len(names) > 1:
+        at[:2] = 1, 0
+    grid = [0] * len(names)
+    for axis, shape in zip(at, shapes):
+        grid[axis] = shape[0] if shape else 1
+    out = []
+    for name, shape, axis in zip(names, shapes, at):
+        lined = [n if k == axis else 1 for k, n in enumerate(grid)]
+        expr = name if shape == lined else f"reshape({name}, {shape_text(lined)})"
+        out.append(filled(expr, grid) if lined != grid else Alias(name) if expr == name else expr)
+    return Parts(out)
+
+
 def outer(c):
     return f"reshape({c.args[0]}, [{c.shapes[0][0]}, 1]) * {c.args[1]}"
 
@@ -233,5 +253,5 @@ LAYOUT_OPS = {
     "movedim": movedim, "moveaxis": movedim, "narrow": narrow,
     "new_zeros": new_filled(0), "new_ones": new_filled(1), "new_full": new_filled(None),
     "diag": diag, "diag_embed": diag_embed, "tril": triangle(False), "triu": triangle(True),
-    "outer": outer, "ger": outer,
+    "outer": outer, "ger": outer, "meshgrid": meshgrid,
 }

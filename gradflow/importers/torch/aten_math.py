@@ -1,7 +1,7 @@
-"""aten's mathematics beyond gradflow's own ops: expm1, sinh, cosh, logaddexp, xlogy, exp2, log2,
-log10, nan_to_num, selu and celu, each written so that its value and gradient are torch's where
-precision is at stake (near 0, far below it, at infinities); and the calls that map onto one
-op of gradflow's with their arguments sorted out: prod, remainder and fmod, the rounding
+"""aten's mathematics beyond gradflow's own ops: expm1, sinh, cosh, atanh, logaddexp, xlogy, exp2,
+log2, log10, nan_to_num, nanmean, selu and celu, each written so that its value and gradient are
+torch's where precision is at stake (near 0, far below it, at infinities, NaN); and the calls that
+map onto one op of gradflow's with their arguments sorted out: prod, remainder and fmod, the rounding
 divisions, bucketize and searchsorted, and the vector and matrix norms of torch.norm and
 torch.linalg."""
 
@@ -69,6 +69,21 @@ def logaddexp(c):
     infinite one too, where torch's is NaN."""
     a, b = text(c.args[0]), text(c.args[1])
     return f"maximum({a}, {b}) + softplus(-abs(where(equal({a}, {b}), 0.0, {a} - {b})))"
+
+
+def atanh(c):
+    """(log1p(x) - log1p(-x)) / 2: precise near 0, +-inf at +-1 and NaN beyond, as torch's; its
+    gradient, 1 / (1 + x) / 2 + 1 / (1 - x) / 2, is torch's 1 / (1 - x ** 2), beyond +-1 too."""
+    return f"(log1p({c.args[0]}) - log1p(-{c.args[0]})) * 0.5"
+
+
+def nanmean(c):
+    """The mean of the entries that are not NaN (an all-NaN slice: 0 / 0, NaN, as torch). As
+    torch's nansum, a NaN entry is replaced by 0 through nan_to_num, whose gradient is a multiply:
+    0 into it, NaN in an all-NaN slice, as torch's."""
+    x, axis, keep = c.args[0], axes(c.arg(1, "dim"), c.ndim()), c.arg(2, "keepdim", False)
+    kept = f"where(not_equal({x}, {x}), nan_to_num({x}), {x})"
+    return f"{reduced_over('sum', kept, axis, keep)} / {reduced_over('sum', f'equal({x}, {x})', axis, keep)}"
 
 
 def exp2(c):
@@ -197,7 +212,8 @@ def matrix_norm(c):
 MATH_OPS = {
     "selu": lambda c: f"elu({c.args[0]}, alpha={SELU_ALPHA!r}) * {SELU_SCALE!r}",
     "celu": celu,
-    "expm1": expm1, "sinh": sinh, "cosh": cosh, "logaddexp": logaddexp, "nan_to_num": nan_to_num,
+    "expm1": expm1, "sinh": sinh, "cosh": cosh, "atanh": atanh, "arctanh": atanh, "logaddexp": logaddexp,
+    "nan_to_num": nan_to_num, "nanmean": nanmean,
     "log2": lambda c: f"log({c.args[0]}) * 1.4426950408889634",   # 1 / ln 2
     "log10": lambda c: f"log({c.args[0]}) * 0.4342944819032518",  # 1 / ln 10
     "exp2": exp2, "xlogy": x_log_y,

@@ -1,6 +1,6 @@
 """aten's scans, sorts and scatters -> gradflow expressions: cumsum, cumprod, logcumsumexp, cummax
-and cummin; sort, argsort, msort, topk and kthvalue; scatter (of values or a number), scatter_add,
-index_add and scatter_reduce's sum and mean; erf and erfc.
+and cummin, diff; sort, argsort, msort, topk, kthvalue and median; scatter (of values or a number),
+scatter_add, index_add and scatter_reduce's sum and mean; erf and erfc.
 
 What a sort or a running maximum returns is x taken at the indices it returns (``take_along_axis``
 of gradflow's ``argsort``, ``cumargmax``), so the gradient goes to the returned index, as torch's
@@ -8,9 +8,12 @@ does. gradflow orders ties by index, as torch.sort(stable=True). torch's own ord
 is its algorithm's in a sort of more than 16 entries without stable=True, in topk and in kthvalue
 (and topk's sorted=False leaves the order to it): there the values are torch's, but which of the
 tied entries is returned, and takes the gradient, may not be (the README's From PyTorch says so).
+torch.median along a dim breaks ties by index on the CPU, as gradflow does.
 """
 
 from __future__ import annotations
+
+import math
 
 from gradflow.importers.torch.aten_index import integer
 from gradflow.importers.torch.aten_shape import convert, converted
@@ -24,6 +27,25 @@ def scan(op):
             return convert(c)
         return f"{op}({converted(c.args[0], c.kinds.get(0), c.kind)}, axis={c.args[1] % c.ndim()})"
     return handler
+
+
+def diff(c):
+    """torch.diff: prepend and append joined to x along dim, then the differences of neighbours, n
+    times (of booleans, whether neighbours differ, as torch's xor); n=0 gives x alone, as torch.
+    Each round reads the one before twice: that one is a line of its own."""
+    n, x = c.arg(1, "n", 1), c.args[0]
+    if not n:
+        return Alias(x)
+    d = c.arg(2, "dim", -1) % c.ndim()
+    joined = [t for t in (c.arg(3, "prepend"), x, c.arg(4, "append")) if t is not None]
+    if len(joined) > 1:
+        x = c.line(f"concat([{', '.join(joined)}], axis={d})", "joined")
+    later, earlier = index_text(c.ndim(), d, "1:"), index_text(c.ndim(), d, ":-1")
+    for k in range(n):
+        if k:
+            x = c.line(x, f"order{k}")
+        x = f"not_equal({x}{later}, {x}{earlier})" if c.kind == "bool" else f"{x}{later} - {x}{earlier}"
+    return x
 
 
 def logcumsumexp(c):
@@ -94,17 +116,59 @@ def topk(c):
     return picked(c, c.args[0], d, index)
 
 
+def kth_of(c, x: str, ndim: int, d: int, k: int, keep, nan_wins: bool = False) -> Parts:
+    """(the k-th smallest of x along d, its index); ``nan_wins``: a slice holding NaN gives its first
+    NaN instead, as torch.median."""
+    index = f"argsort({x}, axis={d}){index_text(ndim, d, f'{k - 1}:{k}')}"
+    if nan_wins:
+        nan = f"not_equal({x}, {x})"
+        index = f"where(max({nan}, axis={d}, keepdims=True), argmax({nan}, axis={d}, keepdims=True), {index})"
+    values, index = picked(c, x, d, index).exprs
+    if keep:
+        return Parts([values, index])
+    return Parts([f"squeeze({values}, axis={d})", f"squeeze({index.name}, axis={d})"])
+
+
 def kthvalue(c):
     """The k-th smallest along dim, and its index."""
     k, dim, keep = c.args[1], c.arg(2, "dim", -1), c.arg(3, "keepdim", False)
     if not c.ndim():
         return itself(c)
-    d = dim % c.ndim()
-    kth = index_text(c.ndim(), d, f"{k - 1}:{k}")
-    values, index = picked(c, c.args[0], d, f"argsort({c.args[0]}, axis={d}){kth}").exprs
-    if keep:
-        return Parts([values, index])
-    return Parts([f"squeeze({values}, axis={d})", f"squeeze({index.name}, axis={d})"])
+    return kth_of(c, c.args[0], c.ndim(), dim % c.ndim(), k, keep)
+
+
+def median(c):
+    """torch.median along dim: the lower of the two middle values (kthvalue's k = (n - 1) // 2 + 1),
+    NaN where the slice holds one, and its index, which takes the gradient; or of every entry."""
+    if c.overload == "default":
+        return median_of_all(c)
+    if c.overload != "dim":
+        raise Unsupported(f"in its {c.overload!r} form")
+    if not c.ndim():
+        return itself(c)
+    d = c.args[1] % c.ndim()
+    keep = c.arg(2, "keepdim", False)
+    return kth_of(c, c.args[0], c.ndim(), d, (c.shapes[0][d] - 1) // 2 + 1, keep, c.kinds.get(0) == "float")
+
+
+def median_of_all(c):
+    """torch.median(x): the middle of every entry, whose gradient torch shares evenly among the
+    entries equal to it (among the NaNs where x holds one). A finite or infinite middle m is the
+    split maximum of x where x == m (exactly m); -inf and NaN, which that cannot split, are the mean
+    of the tied entries (exactly too: -inf, NaN)."""
+    x, n = c.args[0], math.prod(c.shapes[0])
+    if not c.ndim():
+        return Alias(x)
+    if c.ndim() > 1:
+        x = c.line(f"reshape({x}, [{n}])", "flat")
+    middle = kth_of(c, x, 1, 0, (n - 1) // 2 + 1, False, c.kinds.get(0) == "float").exprs[0]
+    if c.kinds.get(0) != "float":
+        return middle
+    middle = c.line(middle, "middle")
+    ties = c.line(f"maximum(equal({x}, {middle}), not_equal({x}, {x}))", "ties")
+    low = operand(float("-inf"))
+    split = f"max(where(equal({x}, {middle}), {x}, {low}), ties='split')"
+    return f"where(greater({middle}, {low}), {split}, sum(where({ties}, {x}, 0.0)) / sum({ties}))"
 
 
 # ================================================================ scatters
@@ -178,9 +242,9 @@ def scatter_reduce(c):
 
 
 SCAN_OPS: dict = {
-    "cumsum": scan("cumsum"), "cumprod": scan("cumprod"), "logcumsumexp": logcumsumexp,
+    "cumsum": scan("cumsum"), "diff": diff, "cumprod": scan("cumprod"), "logcumsumexp": logcumsumexp,
     "cummax": running("cumargmax"), "cummin": running("cumargmin"),
-    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
+    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "median": median,
     "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add, "scatter_reduce": scatter_reduce,
     "erf": lambda c: f"erf({c.args[0]})", "erfc": lambda c: f"erfc({c.args[0]})",
     "special_erf": lambda c: f"erf({c.args[0]})", "special_erfc": lambda c: f"erfc({c.args[0]})",   # torch.special's

@@ -41,6 +41,20 @@ CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_lik
                  "randint_like"}
 
 
+# -- refusals that say what to write instead -----------------------------------------------
+ITEM = {"item", "_local_scalar_dense"}   # .item(), .tolist(): a tensor turned into a Python number
+ITEM_REFUSED = ("`.item()` cannot be imported: it turns a tensor into a Python number, which the exported graph "
+                "cannot follow; keep it a tensor instead (e.g. `pos.sum().clamp(min=1.0)` rather than "
+                "`max(pos.sum().item(), 1.0)`), and `.detach()` it if no gradient should pass")
+
+
+def functorch_refused(name: str) -> str:
+    """torch.vmap and torch.func's transforms, which export keeps as calls of their own."""
+    return (f"torch.vmap and torch.func transforms cannot be imported (export keeps them as calls such as {name!r}, "
+            "which gradflow cannot follow): write the batch out instead, as a module that takes the whole batch "
+            "or a loop over its examples joined with torch.stack")
+
+
 class Translator(Leaves, Rebinding):
     """Walks the exported graph in order, filling an ``Imported``."""
 
@@ -157,7 +171,10 @@ class Translator(Leaves, Rebinding):
             # cut where the written tensor is given it: no cut of its own
             return self.values.get(node.args[0])
         if not isinstance(target, torch._ops.OpOverload):
-            raise self.fail(node, f"unsupported call {getattr(target, '__name__', target)!r} in the exported graph")
+            name = getattr(target, "__name__", target)
+            if (getattr(target, "__module__", None) or "").startswith("torch._functorch"):
+                raise self.fail(node, functorch_refused(name))
+            raise self.fail(node, f"unsupported call {name!r} in the exported graph")
         folded = self.fold(node)
         if folded is not None:
             return folded
@@ -167,6 +184,8 @@ class Translator(Leaves, Rebinding):
         packet = target_name(node.target)
         handler = OPS.get(packet) or (OPS.get(packet[:-1]) if in_place(packet) else None)
         what = aten_text(node.target)
+        if packet in ITEM:
+            raise self.fail(node, ITEM_REFUSED)
         if handler is None:
             raise self.fail(node, f"unsupported op {what}: gradflow has no equivalent "
                                   f"(`gradflow ops` lists what it has)")
