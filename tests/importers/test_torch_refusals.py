@@ -427,3 +427,26 @@ def test_a_gradient_of_a_gradient_in_forward_is_refused_at_its_line(step_file, p
     e = refused(path)
     assert e.line == line_of("penalty")
     assert "in the step's forward cannot be imported: gradflow analyses a step's first-order gradients" in e.message
+
+
+def test_a_batch_norm_averaging_cumulatively_is_refused_saying_so_not_as_a_python_if(step_file):
+    # nn.BatchNorm's momentum=None divides by float(num_batches_tracked) in training mode, inside torch:
+    # export's words blamed the user's line for an `if` on a tensor's values
+    path, line_of = step_file("""
+    class Cumulative(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = nn.Linear(3, 4), nn.BatchNorm1d(4, momentum=None)
+
+        def forward(self, x):
+            return {"loss": self.norm(self.lin(x)).relu().mean()}  # @norm
+
+
+    def step():
+        return {"module": Cumulative(), "inputs": (torch.randn(8, 3),)}
+    """)
+    e = refused(path)
+    assert e.line == line_of("norm")
+    assert e.message == ("a batch norm with momentum=None cannot be imported: its cumulative average reads "
+                         "num_batches_tracked as a Python number, which export cannot trace; give momentum a number "
+                         "for the check (in training mode it changes only the running statistics, never a gradient)")

@@ -341,6 +341,10 @@ def export_message(error: BaseException) -> str:
         return ("F.gaussian_nll_loss with a tensor var cannot be imported: it checks that var is not negative "
                 "with an `if` on its values, which export cannot trace; write the loss out, "
                 "0.5 * (torch.log(var) + (input - target) ** 2 / var) and its mean, with var kept positive")
+    if guarded and passed_through(tb, cumulative_batch_norm):
+        return ("a batch norm with momentum=None cannot be imported: its cumulative average reads "
+                "num_batches_tracked as a Python number, which export cannot trace; give momentum a number for "
+                "the check (in training mode it changes only the running statistics, never a gradient)")
     if guarded and passed_through(tb, checked_distribution):
         return ("torch.export could not capture the step: this distribution checks its arguments' values "
                 "(validate_args=True), which export cannot trace; pass validate_args=False")
@@ -364,6 +368,12 @@ def checked_distribution(frame) -> bool:
     """Is this a distribution's frame, checking its arguments' values (validate_args=True)?"""
     owner = frame.f_locals.get("self")
     return isinstance(owner, torch.distributions.Distribution) and owner._validate_args
+
+
+def cumulative_batch_norm(frame) -> bool:
+    """Is this a batch norm's frame, averaging its statistics cumulatively (momentum=None)?"""
+    owner = frame.f_locals.get("self")
+    return isinstance(owner, torch.nn.modules.batchnorm._NormBase) and owner.momentum is None
 
 
 def holding_packed_sequence(frame) -> bool:
