@@ -291,3 +291,36 @@ def test_a_masked_read_used_beyond_the_write_keeps_its_data_dependent_shape_and_
         import_python(f"{path}:elsewhere")
     assert caught.value.line == line_of("read")
     assert caught.value.message.startswith("unsupported data-dependent shape: the size of what aten.index.Tensor")
+
+
+DIAGONALS = WEIGHTED + """
+class Diagonals(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(4, 6)
+
+    def forward(self, x, y, labels):
+        za, zb = F.normalize(self.a(x), dim=-1), F.normalize(self.b(y), dim=-1)
+        sim = za @ zb.t() / 0.1                              # [5, 5]: positives on the diagonal
+        positives = sim.diagonal()
+        negatives = sim.clone().fill_diagonal_(-1e4)         # a square's diagonal written in place
+        nce = -(positives - torch.logsumexp(torch.cat([positives[:, None], negatives], 1), 1)).mean()
+        t = self.a(x).reshape(5, 2, 3)
+        h = self.a(x)                                        # [5, 6]: rectangular
+        same = labels[:, None].eq(labels[None, :]).long().fill_diagonal_(0)   # integers stay integers
+        return {"nce": nce,
+                "apart": weighted(t.diagonal(offset=1, dim1=0, dim2=2)) + weighted(t.diagonal(-2, 2, 0)),
+                "wide": weighted(h.diagonal(1)) + weighted(h.diagonal(-3)) + weighted(h.t().diagonal(2)),
+                "filled": weighted(h.clone().fill_diagonal_(7.0)) + weighted(sim * same)}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Diagonals(), "inputs": (torch.randn(5, 4), torch.randn(5, 4), torch.tensor([0, 1, 0, 2, 1]))}
+"""
+
+
+def test_diagonals_and_fill_diagonal_give_torch_values_and_gradients(step_file, same_as_torch):
+    """x.diagonal(offset, dim1, dim2) of any axes, rectangles included, and fill_diagonal_ of a matrix."""
+    path, _ = step_file(DIAGONALS)
+    check(path, "step", same_as_torch)

@@ -195,6 +195,29 @@ def diag(c):
     return f"reshape({x}, [{n * m}])[{start}:{start + (length - 1) * (m + 1) + 1}:{m + 1}]"
 
 
+def diagonal(c):
+    """x's diagonal ``offset`` over dim1 and dim2, as the last axis of what is left: those two
+    axes moved last and laid out flat, the diagonal a strided slice of them, as diag's."""
+    nd, x, shape = c.ndim(), c.args[0], list(c.shapes[0])
+    k, d1, d2 = c.arg(1, "offset", 0), c.arg(2, "dim1", 0) % nd, c.arg(3, "dim2", 1) % nd
+    rest = [d for d in range(nd) if d not in (d1, d2)]
+    pre, (n, m) = [shape[d] for d in rest], (shape[d1], shape[d2])
+    start, length = (k, min(n, m - k)) if k >= 0 else (-k * m, min(n + k, m))
+    if length <= 0:
+        raise Unsupported("giving an empty diagonal")
+    if rest + [d1, d2] != list(range(nd)):
+        x = f"transpose({x}, axes={text(tuple(rest + [d1, d2]))})"
+    return f"reshape({x}, {shape_text(pre + [n * m])})[..., {start}:{start + (length - 1) * (m + 1) + 1}:{m + 1}]"
+
+
+def fill_diagonal(c):
+    """x.fill_diagonal_(v) of a matrix: v where i == j, the lower and the upper triangle's band both."""
+    if c.ndim() != 2 or c.arg(2, "wrap", False) and c.shapes[0][0] > c.shapes[0][1] + 1:
+        raise Unsupported("but of a matrix, without wrap=True past its first square")
+    n, m = c.shapes[0]
+    return f"where({band(n, m, 0, True)} * {band(n, m, 0, False)}, {fill_value(c, c.args[1])}, {c.args[0]})"
+
+
 def diag_embed(c):
     nd, k = c.ndim(), c.arg(1, "offset", 0)
     if (c.arg(2, "dim1", -2) % (nd + 1), c.arg(3, "dim2", -1) % (nd + 1)) != (nd - 1, nd):
@@ -252,6 +275,6 @@ LAYOUT_OPS = {
     "repeat": repeat, "tile": tile, "repeat_interleave": repeat_interleave,
     "movedim": movedim, "moveaxis": movedim, "narrow": narrow,
     "new_zeros": new_filled(0), "new_ones": new_filled(1), "new_full": new_filled(None),
-    "diag": diag, "diag_embed": diag_embed, "tril": triangle(False), "triu": triangle(True),
+    "diag": diag, "diagonal": diagonal, "fill_diagonal": fill_diagonal, "diag_embed": diag_embed, "tril": triangle(False), "triu": triangle(True),
     "outer": outer, "ger": outer, "meshgrid": meshgrid,
 }
