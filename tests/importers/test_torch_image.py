@@ -300,3 +300,29 @@ def test_import_interpolation_to_a_long_axis_writes_its_constants_in_pieces(step
     check(path, "step", same_as_torch)
     names = {line.targets[0] for line in import_python(f"{path}:step").graph}
     assert {"upsample_linear1d_weight0_00", "upsample_linear1d_weight0_01", "upsample_linear1d_weight0_0"} <= names
+
+
+UNFOLDED = """
+class Patches(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.conv = nn.Linear(4, 8), nn.Conv2d(1, 2, 1)
+
+    def forward(self, x, image):
+        tokens = self.embed((x * 2).unfold(-1, 4, 2)).relu()            # PatchTST: overlapping patches
+        apart = self.embed(x.unfold(2, 4, 4) * 3)                       # windows apart: a slice
+        tiles = self.conv(image).unfold(2, 3, 3).unfold(3, 3, 3)        # image tiles [B, 2, 2, 2, 3, 3]
+        middle = self.conv(image)[:, 0].unfold(1, 2, 1)                 # windows of a middle axis
+        weights = torch.arange(tiles.numel(), dtype=tiles.dtype).reshape(tiles.shape)
+        return {"loss": tokens.mean() + apart.pow(2).mean() + (tiles * weights).sum() + middle.pow(2).sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Patches(), "inputs": (torch.randn(2, 3, 10), torch.randn(2, 1, 6, 6))}
+"""
+
+
+def test_tensor_unfold_gives_torch_values_and_gradients_for_windows_that_overlap_or_not(step_file, same_as_torch):
+    path, _ = step_file(UNFOLDED)
+    check(path, "step", same_as_torch)

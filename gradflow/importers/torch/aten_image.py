@@ -277,6 +277,21 @@ def cdist(c):
     return f"norm(expand_dims({c.args[0]}, -2) - expand_dims({c.args[1]}, -3), axis=-1)"
 
 
+def unfold(c):
+    """x.unfold(dim, size, step): windows of ``size`` along dim, ``step`` apart, as a new last axis:
+    the windows' entries gathered along dim (a slice when they do not overlap), then split."""
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    d, size, step = c.args[1] % c.ndim(), c.args[2], c.args[3]
+    shape = list(c.shapes[0])
+    count = (shape[d] - size) // step + 1
+    index = [w * step + k for w in range(count) for k in range(size)]
+    windows = f"reshape({gathered(c, c.args[0], shape, d, index, 'windows')}, " \
+              f"{shape_text(shape[:d] + [count, size] + shape[d + 1:])})"
+    order = [a for a in range(c.ndim() + 1) if a != d + 1] + [d + 1]
+    return windows if d + 1 == c.ndim() else f"transpose({windows}, axes={text(tuple(order))})"
+
+
 IMAGE_OPS = {
     "upsample_nearest1d": nearest(1, False), "upsample_nearest2d": nearest(2, False),
     "upsample_nearest3d": nearest(3, False), "_upsample_nearest_exact1d": nearest(1, True),
@@ -284,5 +299,5 @@ IMAGE_OPS = {
     "upsample_linear1d": linear(1), "upsample_bilinear2d": linear(2), "upsample_trilinear3d": linear(3),
     "pixel_shuffle": pixel_shuffle, "pixel_unshuffle": pixel_unshuffle, "im2col": im2col,
     "adaptive_max_pool2d": adaptive_max(2), "adaptive_max_pool1d": adaptive_max(1),
-    "instance_norm": instance_norm, "embedding_bag": embedding_bag, "cdist": cdist,
+    "instance_norm": instance_norm, "embedding_bag": embedding_bag, "cdist": cdist, "unfold": unfold,
 }
