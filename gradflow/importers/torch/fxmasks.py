@@ -18,6 +18,13 @@ import torch
 from gradflow.importers.torch.fxgraph import data_dependent, kind_of, shape_of, target_name
 
 SIZES = ("sym_size",)   # export's own reads of a masked size, for its assertions
+# The ops that may stand between the reads and the write. Each entry the mask leaves out is worked
+# out too, and gets a gradient of 0 from the write's where: these give it 0 on, whatever the
+# entry holds (sqrt's g / (2 sqrt(x)) would give 0 / 0 at an entry x == 0 the mask left out,
+# where torch, which never computes it, gives nothing): ops whose derivative is finite at every
+# finite entry. A quotient divides masked values only, by a number or a 0-d tensor; a power
+# raises them to a number of at least 1.
+FINITE = ("add", "sub", "rsub", "neg", "mul", "clamp", "clamp_min", "clamp_max", "abs", "relu")
 
 
 def lift_masked_writes(graph) -> None:
@@ -45,7 +52,7 @@ def masked_put(node) -> int | None:
 
 def elementwise_in_reads(put, d: int) -> dict | None:
     """The nodes the written value is made of, each marked "read" (a read through the same mask of
-    a tensor of the written one's shape) or "op" (an elementwise op of those and of numbers),
+    a tensor of the written one's shape) or "op" (an op of finite derivative on those and numbers),
     used nowhere else; None when it is made otherwise."""
     indices, shape = put.args[1], shape_of(put.args[0])
     region, stack = {}, [put.args[2]]
@@ -60,18 +67,28 @@ def elementwise_in_reads(put, d: int) -> dict | None:
                 return None
             region[node] = "read"
             continue
-        if torch.Tag.pointwise not in node.target.tags:
+        masked = [arg for arg in node.all_input_nodes if data_dependent(arg)]
+        if not finite_derivative(node, masked):
             return None
+        if any(shape_of(arg) not in ((), (1,)) for arg in node.all_input_nodes if arg not in masked):
+            return None   # a whole tensor beside masked ones
         region[node] = "op"
-        for arg in node.all_input_nodes:
-            if data_dependent(arg):
-                stack.append(arg)
-            elif shape_of(arg) not in ((), (1,)):   # a whole tensor beside masked ones
-                return None
+        stack.extend(masked)
     inside = set(region) | {put}
     if any(user not in inside and target_name(user.target) not in SIZES for node in region for user in node.users):
         return None   # a masked value read elsewhere (summed, returned) needs its own shape
     return region
+
+
+def finite_derivative(node, masked: list) -> bool:
+    """Is the op's derivative in its masked arguments finite at every finite entry?"""
+    packet = target_name(node.target).rstrip("_")
+    if packet == "div":
+        return node.args[1] not in masked
+    if packet == "pow":
+        exponent = node.args[1]
+        return node.args[0] in masked and isinstance(exponent, (int, float)) and exponent >= 1
+    return packet in FINITE
 
 
 def same_indices(these, those, d: int) -> bool:
