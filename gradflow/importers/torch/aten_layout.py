@@ -188,26 +188,26 @@ def diag(c):
         return on_diagonal(x, [], c.shapes[0][0], k, zero_of(c.kind))
     if c.ndim() != 2:
         raise Unsupported(f"of a {c.ndim()}-d tensor")
-    n, m = c.shapes[0]
-    start, length = (k, max(min(n, m - k), 0)) if k >= 0 else (-k * m, max(min(n + k, m), 0))
-    if not length:
-        return f"reshape({x}, [{n * m}])[0:0]"
-    return f"reshape({x}, [{n * m}])[{start}:{start + (length - 1) * (m + 1) + 1}:{m + 1}]"
+    return diagonal_of(x, [], *c.shapes[0], k)
+
+
+def diagonal_of(x: str, pre: list, n: int, m: int, k: int) -> str:
+    """Diagonal k of x's last two axes (n by m): those laid out flat, a strided slice of them."""
+    start, length = (k, min(n, m - k)) if k >= 0 else (-k * m, min(n + k, m))
+    if length <= 0:
+        raise Unsupported("giving an empty diagonal")
+    return f"reshape({x}, {shape_text(pre + [n * m])})[..., {start}:{start + (length - 1) * (m + 1) + 1}:{m + 1}]"
 
 
 def diagonal(c):
     """x's diagonal ``offset`` over dim1 and dim2, as the last axis of what is left: those two
-    axes moved last and laid out flat, the diagonal a strided slice of them, as diag's."""
+    axes moved last, then diag's."""
     nd, x, shape = c.ndim(), c.args[0], list(c.shapes[0])
     k, d1, d2 = c.arg(1, "offset", 0), c.arg(2, "dim1", 0) % nd, c.arg(3, "dim2", 1) % nd
     rest = [d for d in range(nd) if d not in (d1, d2)]
-    pre, (n, m) = [shape[d] for d in rest], (shape[d1], shape[d2])
-    start, length = (k, min(n, m - k)) if k >= 0 else (-k * m, min(n + k, m))
-    if length <= 0:
-        raise Unsupported("giving an empty diagonal")
     if rest + [d1, d2] != list(range(nd)):
         x = f"transpose({x}, axes={text(tuple(rest + [d1, d2]))})"
-    return f"reshape({x}, {shape_text(pre + [n * m])})[..., {start}:{start + (length - 1) * (m + 1) + 1}:{m + 1}]"
+    return diagonal_of(x, [shape[d] for d in rest], shape[d1], shape[d2], k)
 
 
 def fill_diagonal(c):
@@ -275,6 +275,7 @@ LAYOUT_OPS = {
     "repeat": repeat, "tile": tile, "repeat_interleave": repeat_interleave,
     "movedim": movedim, "moveaxis": movedim, "narrow": narrow,
     "new_zeros": new_filled(0), "new_ones": new_filled(1), "new_full": new_filled(None),
-    "diag": diag, "diagonal": diagonal, "fill_diagonal": fill_diagonal, "diag_embed": diag_embed, "tril": triangle(False), "triu": triangle(True),
+    "diag": diag, "diagonal": diagonal, "fill_diagonal": fill_diagonal, "diag_embed": diag_embed,
+    "tril": triangle(False), "triu": triangle(True),
     "outer": outer, "ger": outer, "meshgrid": meshgrid,
 }
