@@ -120,8 +120,8 @@ def kth_of(c, x: str, ndim: int, d: int, k: int, keep, nan_wins: bool = False) -
     """(the k-th smallest of x along d, its index); ``nan_wins``: a slice holding NaN gives its first
     NaN instead, as torch.median."""
     index = f"argsort({x}, axis={d}){index_text(ndim, d, f'{k - 1}:{k}')}"
-    if nan_wins:
-        nan = f"not_equal({x}, {x})"
+    if nan_wins:   # read twice: a line of its own
+        nan = c.line(f"not_equal({x}, {x})", "nan")
         index = f"where(max({nan}, axis={d}, keepdims=True), argmax({nan}, axis={d}, keepdims=True), {index})"
     values, index = picked(c, x, d, index).exprs
     if keep:
@@ -165,9 +165,10 @@ def median_of_all(c):
     if c.kinds.get(0) != "float":
         return middle
     middle = c.line(middle, "middle")
-    ties = c.line(f"maximum(equal({x}, {middle}), not_equal({x}, {x}))", "ties")
+    at = c.line(f"equal({x}, {middle})", "at")
+    ties = c.line(f"maximum({at}, not_equal({x}, {x}))", "ties")
     low = operand(float("-inf"))
-    split = f"max(where(equal({x}, {middle}), {x}, {low}), ties='split')"
+    split = f"max(where({at}, {x}, {low}), ties='split')"
     return f"where(greater({middle}, {low}), {split}, sum(where({ties}, {x}, 0.0)) / sum({ties}))"
 
 
