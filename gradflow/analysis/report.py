@@ -42,6 +42,15 @@ def collapse(names: list) -> list:
              f"{item[3][0]}{{{item[0]}..{item[1]}}}{item[3][1]}") for item in out]
 
 
+def listing(names: list, most: int = 6, last: str = " and ") -> str:
+    """'a', 'a and b', 'a, b and c' (``last`` joins the last two); past ``most`` names, 'a, b,
+    ... and 7 more'. Repeated instances are collapsed first."""
+    names = collapse(names)
+    if len(names) > most:
+        return ", ".join(names[:most - 1]) + f" and {len(names) - most + 1:,} more"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + last + names[-1]
+
+
 @dataclass
 class Pair:
     """What one loss sends into one parameter."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from gradflow.analysis.flow import nodes_of, told
 from gradflow.analysis.globs import glob_hint, glob_matches
-from gradflow.analysis.report import Finding, collapse
+from gradflow.analysis.report import Finding, listing
 from gradflow.analysis.settings import Settings
 
 
@@ -61,14 +61,6 @@ def trainable(model) -> set:
     if not declared:
         return set(model.params) - model.frozen
     return {n for wrt in declared for glob, _ in wrt for n in matches(glob, model.params)} - model.frozen
-
-
-def listing(names: list, most: int = 6) -> str:
-    """'a', 'a and b', 'a, b and c'; past ``most`` names, 'a, b, ... and 7 more'."""
-    names = collapse(names)
-    if len(names) > most:
-        return ", ".join(names[:most - 1]) + f" and {len(names) - most + 1} more"
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def places(cuts, path) -> str:

@@ -4,7 +4,7 @@ verdict lines are the table's too. Built as Lines: into a pipe, rich is never lo
 
 from __future__ import annotations
 
-from gradflow.analysis.report import collapse
+from gradflow.analysis.report import listing
 from gradflow.cli.escape import shown
 from gradflow.cli.render.lines import Line, output
 
@@ -66,9 +66,8 @@ def verdict(report) -> Line:
                and all(pair.status in ("blocked", "unreachable") for pair in p.grads.values())]
     line = Line("verdict: " + shown("; ".join(trained)))
     if starved:
-        names = collapse(starved)   # past six, as the findings above it list them
-        named = ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f" and {len(names) - 5:,} more"
-        line.append("; no gradient reaches " + shown(named), "bold red")
+        # past six names, a count, as the findings above it list them
+        line.append("; no gradient reaches " + shown(listing(starved, last=", ")), "bold red")
     errors, warnings = report.errors, report.warnings
     line.append(f"; {plural(errors, 'error')}, {plural(warnings, 'warning')}",
                 "bold red" if errors else "yellow" if warnings else "green")
