@@ -2,7 +2,8 @@
 
 Each aten node becomes one graph line at the user's source place (``aten.py``
 says which expression); a no_grad block's outputs are cut by ``no_grad`` at its
-``with`` line; a custom Function call becomes what probing its backward found.
+``with`` line; a custom Function call becomes what probing its backward found
+(``blocks.py``).
 Nodes no loss depends on are left out. What a node is (its aten name, shape,
 kind, views and in-place writes) ``fxgraph.py`` and ``fxwrites.py`` read off
 the exported graph; ``rebind.py`` gives a tensor written in place its new value.
@@ -20,23 +21,22 @@ from gradflow.engine import ALIASES, OPS as GRADFLOW_OPS
 from gradflow.errors import ModelError, did_you_mean
 from gradflow.importers.document import Imported, Line
 from gradflow.importers.torch.aten import OPS
+from gradflow.importers.torch.blocks import DRAWS, Blocks
 from gradflow.importers.torch.call import Alias, Call, Parts, Unsupported
 from gradflow.importers.torch.capture import FROZEN, SOURCE, function_input, function_output
-from gradflow.importers.torch.functions import classify
 from gradflow.importers.torch.fxgraph import (
-    NO_GRAD_HOP, ancestors, aten_text, block_graph, data_dependent, in_place, kind_of, shape_of, target_name,
+    NO_GRAD_HOP, ancestors, aten_text, data_dependent, in_place, kind_of, shape_of, target_name,
 )
 from gradflow.importers.torch.fxmasks import lift_masked_writes
-from gradflow.importers.torch.fxwrites import cut_only, written_input
+from gradflow.importers.torch.fxwrites import cut_only
 from gradflow.importers.torch.leaves import Const, Leaves
 from gradflow.importers.torch.places import display
-from gradflow.importers.torch.rebind import Rebinding, updated
+from gradflow.importers.torch.rebind import Rebinding
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 # torch.empty_like(std).normal_(), a dropout mask's .bernoulli_(q): drawn once, at import
 RANDOM_FILLS = {"normal_", "uniform_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
                 "random_"}
-DRAWS = {"bernoulli", "normal", "multinomial"}   # aten ops imported as gradflow's draws: cuts of their own
 CONSTANT_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
                  "randint_like"}
 
@@ -55,7 +55,7 @@ def functorch_refused(name: str) -> str:
             "or a loop over its examples joined with torch.stack")
 
 
-class Translator(Leaves, Rebinding):
+class Translator(Blocks, Leaves, Rebinding):
     """Walks the exported graph in order, filling an ``Imported``."""
 
     def __init__(self, program, step, recorder, imported: Imported):
@@ -268,59 +268,6 @@ class Translator(Leaves, Rebinding):
         if isinstance(result, torch.Tensor):
             return Const(result, node.name)
         return None
-
-    # -- multiple outputs, no_grad blocks, custom Functions ---------------------------------
-    def getitem(self, node):
-        source, index = node.args
-        value = self.values.get(source)
-        if isinstance(value, Parts):
-            part = value.exprs[index]
-            return part.name if isinstance(part, Alias) else self.emit(node, part)
-        if isinstance(value, tuple):
-            return value[index]
-        if isinstance(value, Const) or value is None:
-            return None
-        raise self.fail(node, f"unsupported indexing of {source.name!r}")
-
-    def no_grad_block(self, node):
-        enabled, _, *args = node.args
-        graph = block_graph(node)
-        places = [n for n in graph.nodes if n.op == "placeholder"]
-        inner = self.graph(graph, {p: self.values.get(a, a) for p, a in zip(places, args)}, bool(enabled),
-                           self.block_wants.get(node, set()))
-        if enabled:
-            return tuple(self.values.get(n, n) for n in inner)
-        source = self.block_source(node)
-        # a library's block, not the user's `with` (a distribution's sample()): a draw in it is the cut
-        library = self.block_index(node) in self.recorder.libraries
-        outputs = []
-        for n in inner:
-            value = self.values.get(n, n)
-            written = written_input(n, places)
-            if written is not None and isinstance(value, str):
-                # an in-place update under no_grad (weight clipping, an EMA): the tensor keeps its own
-                # gradient and only its value changes, as torch's leaf keeps its identity
-                outer = self.values.get(args[places.index(written)])
-                if isinstance(outer, str):
-                    outputs.append(self.emit(node, f"{outer} + no_grad({value} - {outer})",
-                                             updated(outer), source))
-                    if value == self.values.get(written):   # its last write: what later reads want too
-                        self.block_updates[node, written] = outputs[-1]
-                    continue
-            carries = isinstance(value, str) and getattr(n.meta.get("val"), "is_floating_point", lambda: 0)() \
-                and not (library and n.op == "call_function" and target_name(n.target) in DRAWS)
-            # integer results (an argmax) carry no gradient anyway, nor a draw: no cut to report
-            outputs.append(self.emit(node, f"no_grad({value})", f"{n.name}_no_grad", source) if carries else value)
-        return tuple(outputs)
-
-    def function(self, node):
-        index = node.args[1]
-        call = self.recorder.calls[index]
-        kind = classify(call)
-        x, y = self.call_inputs[index], self.tensor(node.args[0], node)
-        expr = {"reverse": f"grad_reverse({x})", "scale": f"grad_scale({x}, {kind.factor!r})",
-                "straight": f"{x} + stop_gradient({y} - {x})"}[kind.name]
-        return self.emit(node, expr, call.cls.__name__.lower(), call.source or self.source_of(node))
 
     def loss(self, key: str, node) -> None:
         if not isinstance(node, torch.fx.Node):   # None, or a number forward returned as it is
