@@ -211,9 +211,12 @@ class Builder(ModuleCalls):
             made = "the subscript" if tensor.op is None or tensor.op.name == "getitem" else tensor.op.name
             raise ModelError(f"{what}{name}: {made} gives shape {shape}, an empty tensor: "
                              "every tensor needs at least one element", path, line, col)
+        if tensor.size > MAX_ELEMENTS and not what:   # the dims are the YAML's: not the user's words here
+            raise ModelError(f"this call gives shape {list(tensor.shape)}: {tensor.size:.3g} elements, more than "
+                             f"gradflow's limit of {MAX_ELEMENTS:.0e} for one tensor", path, line, col)
         if tensor.size > MAX_ELEMENTS:
-            raise ModelError(f"{what + name if what else 'this call'} has shape {list(tensor.shape)}: {tensor.size:.3g} "
-                             f"elements, more than {MAX_ELEMENTS:.0e}; check the dims", path, line, col)
+            raise ModelError(f"{what}{name} has shape {list(tensor.shape)}: {tensor.size:.3g} elements, more than "
+                             f"{MAX_ELEMENTS:.0e}; check the dims", path, line, col)
         raise ModelError(f"the graph grows past {MAX_NODES:,} nodes while expanding modules: "
                          "check repeat counts and nested module calls", path, line, col)
 

@@ -517,6 +517,8 @@ class Call(nn.Module):
     def forward(self, index):
         if {form!r} == "index_add":
             out = torch.zeros(4, 3).index_add(0, index, self.w)  # @index_add
+        elif {form!r} == "expand":   # a view in torch, of no memory: gradflow's broadcast has a limit
+            out = self.w[:1, :1].expand(10 ** 8, 10 ** 7)  # @expand
         else:
             out, _ = torch.topk(self.w, 0, dim=1)  # @topk
         return {{"loss": out.sum() + self.w.sum()}}
@@ -532,6 +534,8 @@ def step():
     ("index_add", "index 9 is out of range for size 4"),
     ("topk", "this call gives shape [5, 0], an empty tensor: gradflow needs at least one element in every "
              "tensor (torch allows empty ones)"),
+    ("expand", "this call gives shape [100000000, 10000000]: 1e+15 elements, more than gradflow's limit of 1e+14 "
+               "for one tensor"),
 ])
 def test_a_call_that_fails_in_gradflows_ops_is_named_by_the_users_line_alone(step_file, form, says):
     path, line_of = step_file(NAMED_BY_THE_USERS_CALL.format(form=form))
