@@ -12,8 +12,8 @@ never tensors, and carry no gradient. Rules compute in the dtype of ``g`` and th
 inputs (Python numbers only), so a float32 tape stays float32.
 
 Shape rules live in ``shapes.py`` and ``shapes_nn.py``, array code too long for a
-lambda in ``kernels.py`` and its kin (``kernels_conv``, ``kernels_math``, ``kernels_nn``,
-``kernels_scan``); this module holds the Op type and the table itself.
+lambda in ``kernels.py`` and its kin (``kernels_conv``, ``kernels_linalg``, ``kernels_math``,
+``kernels_nn``, ``kernels_scan``); this module holds the Op type and the table itself.
 
 kinds: ``differentiable``; ``stop`` (explicit stop-gradient, identity forward);
 ``implicit`` (non-differentiable op: every input is cut).
@@ -42,6 +42,11 @@ from gradflow.engine.kernels import (
     softmax, take_along_axis_vjp, take_vjp, tanh_vjp, transpose_vjp, var_vjp,
 )
 from gradflow.engine.kernels_conv import avg_pool2d_vjp, conv2d, conv2d_vjp_w, conv2d_vjp_x, max_pool2d_vjp, pool_windows
+from gradflow.engine.kernels_linalg import (
+    cholesky, cholesky_vjp, det, det_shape, det_sign, det_vjp, inv, inv_vjp, logabsdet, logabsdet_vjp, logdet,
+    logdet_vjp, matrix_shape, solve, solve_shape, solve_triangular, solve_triangular_shape, solve_triangular_vjp_a,
+    solve_triangular_vjp_b, solve_vjp_a, solve_vjp_b,
+)
 from gradflow.engine.kernels_math import (
     atan2_vjp_x, atan2_vjp_y, floor_divide, fmod, fmod_vjp_b, remainder, remainder_vjp_b, trunc_divide,
 )
@@ -509,6 +514,36 @@ def to_int(x):
     with np.errstate(invalid="ignore"):
         return np.trunc(x).astype(np.int64)
 
+
+# -- linear algebra: on the last two axes, batched over the others, as torch.linalg (kernels_linalg)
+_LA = dict(group="linear algebra", inputs=("x",))
+defop("inv", forward=inv, vjps=(inv_vjp,), shape=matrix_shape, reads=("ans",),
+      doc="the inverse of each square matrix x [..., n, n], as torch.linalg.inv; a singular x is an error, as in "
+          "torch", **_LA)
+defop("det", forward=det, vjps=(det_vjp,), shape=det_shape,
+      doc="the determinant of each square matrix, as torch.linalg.det; its gradient is torch's, det(x) x^-T, and "
+          "0 where det(x) is 0 (torch's, not the adjugate)", **_LA)
+defop("logabsdet", forward=logabsdet, vjps=(logabsdet_vjp,), shape=det_shape,
+      doc="log |det x|, torch.linalg.slogdet's second output; gradient x^-T, NaN at a singular x (-inf)", **_LA)
+defop("det_sign", forward=det_sign, vjps=(None,), shape=det_shape, kind="implicit", reads=(),
+      doc="-1, 0 or 1: the sign of det x, torch.linalg.slogdet's first output; no gradient, as in torch", **_LA)
+defop("logdet", forward=logdet, vjps=(logdet_vjp,), shape=det_shape, reads=("inputs",),
+      doc="log det x, as torch.logdet: NaN where det x < 0 (no gradient there, as torch's), -inf where it is 0",
+      **_LA)
+defop("cholesky", forward=cholesky, vjps=(cholesky_vjp,), shape=matrix_shape, attrs={"upper": False},
+      reads=("ans",),
+      doc="the lower triangular L with L L^T = x (upper=True: L^T), as torch.linalg.cholesky, of (x + x^T) / 2 "
+          "(torch reads one triangle: the same for a symmetric x), so torch's symmetric gradient is its "
+          "derivative; an x that is not positive-definite is an error, as in torch", **_LA)
+defop("solve", inputs=("a", "b"), forward=solve, vjps=(solve_vjp_a, solve_vjp_b), shape=solve_shape,
+      doc="x with a x = b, as torch.linalg.solve: b is a vector [..., n] if it has one axis, or a's sizes but "
+          "the last, else [..., n, k]; a singular a is an error, as in torch", group="linear algebra")
+defop("solve_triangular", inputs=("a", "b"), forward=solve_triangular,
+      vjps=(solve_triangular_vjp_a, solve_triangular_vjp_b), shape=solve_triangular_shape,
+      attrs={"upper": REQUIRED, "left": True, "unitriangular": False},
+      doc="x with a x = b (left=False: x a = b), b [..., n, k] ([..., k, n]), for a's upper or lower triangle "
+          "(unitriangular: ones on its diagonal), as torch.linalg.solve_triangular: the rest of a is not read and "
+          "gets no gradient; a 0 on the diagonal gives inf and NaN, as in torch", group="linear algebra")
 
 _ND = dict(group="non-differentiable", kind="implicit")
 defop("argmax", inputs=("x",), forward=lambda x, axis=None, keepdims=False:

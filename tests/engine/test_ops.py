@@ -158,6 +158,35 @@ def pooling():
             Case("row", normal((1, 4)), {"kernel": (1, 2)})]
 
 
+def matrices(*shape, spd=False, flip=False):
+    """Square matrices far from singular: N(0, 1) entries plus n on the diagonal (spd: m m^T + n I,
+    symmetric positive-definite); flip: the first row negated, so the determinant is negative."""
+    def make(rng):
+        m, n = rng.normal(size=shape), shape[-1]
+        out = m @ np.swapaxes(m, -1, -2) + n * np.eye(n) if spd else m + n * np.eye(n)
+        return out * np.where(np.arange(n) == 0, -1.0, 1.0)[:, None] if flip else out
+    return make
+
+
+def square_matrices(spd=False, flip=True):
+    """inv and the determinants: one matrix, a batch, 1x1, two batch axes; a negative determinant."""
+    cases = [Case(f"{list(s)}", args(matrices(*s, spd=spd))) for s in ((3, 3), (2, 3, 3), (1, 1), (2, 1, 4, 4))]
+    return cases + ([Case("negative-det", args(matrices(3, 3, flip=True)))] if flip else [])
+
+
+def triangular_solves():
+    """Either triangle, from either side, with and without a unit diagonal, batches broadcast."""
+    cases = []
+    for upper in (False, True):
+        for left in (True, False):
+            b = N(2, 3, 2) if left else N(2, 2, 3)
+            attrs = {"upper": upper, "left": left}
+            cases.append(Case(f"{'upper' if upper else 'lower'}-{'left' if left else 'right'}",
+                              args(matrices(3, 3), b), attrs))
+            cases.append(Case(f"{cases[-1].id}-unit", args(matrices(2, 3, 3), b), {**attrs, "unitriangular": True}))
+    return cases
+
+
 CASES: dict[str, list[Case]] = {
     # arithmetic
     "add": binary(),
@@ -347,6 +376,19 @@ CASES: dict[str, list[Case]] = {
     "stop_gradient": unary(),
     "grad_scale": unary(s=0.5) + [Case("negative", normal((3, 4)), {"s": -2.0})],
     "grad_reverse": unary(),
+    # linear algebra
+    "inv": square_matrices(),
+    "det": square_matrices(),
+    "logabsdet": square_matrices(),
+    "det_sign": square_matrices(),
+    "logdet": square_matrices(flip=False),
+    "cholesky": square_matrices(spd=True, flip=False) + [Case("upper", args(matrices(2, 3, 3, spd=True)),
+                                                              {"upper": True})],
+    "solve": [Case("matrix", args(matrices(3, 3), N(3, 2))), Case("vector", args(matrices(3, 3), N(3))),
+              Case("batch-of-vectors", args(matrices(2, 3, 3), N(2, 3))),
+              Case("vector-broadcast", args(matrices(2, 3, 3), N(3))),
+              Case("matrix-broadcast", args(matrices(3, 3), N(2, 3, 4))), Case("1x1", args(matrices(1, 1), N(1)))],
+    "solve_triangular": triangular_solves(),
     # non-differentiable
     "argmax": arg_reduction(),
     "argmin": arg_reduction(),

@@ -110,6 +110,11 @@ TORCH = {
     "cosine_similarity": lambda a, b, axis=1, eps=1e-8: F.cosine_similarity(a, b, dim=axis, eps=eps),
     "flatten": lambda x, start_dim=0, end_dim=-1: torch.flatten(x, start_dim, end_dim),
     "permute": lambda x, dims: x.permute(tuple(dims)),
+    "inv": torch.linalg.inv, "det": torch.linalg.det, "logdet": torch.logdet,
+    "logabsdet": lambda x: torch.linalg.slogdet(x).logabsdet, "det_sign": lambda x: torch.linalg.slogdet(x).sign,
+    "cholesky": lambda x, upper=False: torch.linalg.cholesky(x, upper=upper), "solve": torch.linalg.solve,
+    "solve_triangular": lambda a, b, upper, left=True, unitriangular=False:
+        torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular),
     "no_grad": lambda x: x.detach(),
     "softplus": F.softplus,
     "erf": torch.erf, "erfc": torch.erfc,

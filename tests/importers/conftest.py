@@ -86,3 +86,24 @@ def check(path: str, func: str, same_as_torch):
     same_values_as_torch(report, path, func)
     same_as_torch(report, path, func)
     return report
+
+
+def close_in_float32(path: str, func: str = "step") -> None:
+    """The step checked in float32: the same exit code as in float64 (NaN gradients, as torch's,
+    are GF105 errors), never 2, and every flowing gradient float32, close to float64's."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    import gradflow
+    from gradflow.cli.main import cli
+    code = CliRunner().invoke(cli, ["check", f"{path}:{func}"]).exit_code
+    assert code != 2 and CliRunner().invoke(cli, ["check", f"{path}:{func}", "--dtype", "float32"]).exit_code == code
+    ours = gradflow.analyze(gradflow.load(f"{path}:{func}", dtype="float32"))
+    exact = gradflow.analyze(gradflow.load(f"{path}:{func}"))
+    for param in exact.params:
+        for loss, pair in param.grads.items():
+            if pair.status != "flows":
+                continue
+            mine, theirs = ours.grad(param.name, loss), exact.grad(param.name, loss)
+            assert mine.dtype == np.float32
+            np.testing.assert_allclose(mine, theirs, rtol=2e-4, atol=1e-5, err_msg=f"{loss} {param.name}")

@@ -7,6 +7,7 @@ whole table ``OPS`` from its shape and neural-network parts.
 from __future__ import annotations
 
 from gradflow.importers.torch.aten_image import IMAGE_OPS
+from gradflow.importers.torch.aten_linalg import LINALG_OPS
 from gradflow.importers.torch.aten_losses import LOSS_OPS
 from gradflow.importers.torch.aten_math import MATH_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
@@ -301,4 +302,5 @@ OPS = {
     **IMAGE_OPS,
     **LOSS_OPS,
     **SCAN_OPS,
+    **LINALG_OPS,
 }
