@@ -49,6 +49,7 @@ from gradflow.engine.kernels_linalg import (
 )
 from gradflow.engine.kernels_math import (
     atan2_vjp_x, atan2_vjp_y, floor_divide, fmod, fmod_vjp_b, remainder, remainder_vjp_b, trunc_divide,
+    HALF_SQRT_PI, digamma, erfinv, lgamma, trigamma, xlogy, xlogy_vjp_x, xlogy_vjp_y,
 )
 from gradflow.engine.kernels_nn import (
     attention, attention_vjp, batch_norm, batch_norm_vjp_beta, batch_norm_vjp_gamma, batch_norm_vjp_x, bernoulli,
@@ -291,6 +292,18 @@ defop("erf", forward=erf, vjps=(erf_vjp,), doc="the error function: 2 / sqrt(pi)
       "e ** -t ** 2 from 0 to x", reads=("inputs",), **_EW)
 defop("erfc", forward=erfc, vjps=(lambda g, ans, x: -erf_vjp(g, ans, x),),
       doc="1 - erf(x), computed without cancellation where erf(x) is near 1", reads=("inputs",), **_EW)
+# special functions: values and gradients as torch's at poles, infinities and NaN
+defop("lgamma", forward=lgamma, vjps=(lambda g, ans, x: g * digamma(x),),
+      doc="log |gamma(x)|; inf at 0 and the negative integers; gradient digamma(x)", reads=("inputs",), **_EW)
+defop("digamma", forward=digamma, vjps=(lambda g, ans, x: g * trigamma(x),),
+      doc="the derivative of lgamma; -inf at 0 (inf at -0), NaN at the negative integers; gradient trigamma(x), "
+          "huge but finite at the negative integers, as torch's", reads=("inputs",), **_EW)
+defop("erfinv", forward=erfinv, vjps=(lambda g, ans, x: g * (HALF_SQRT_PI * np.exp(ans * ans)),),
+      doc="the inverse of erf; +-inf at +-1, NaN beyond; gradient sqrt(pi) / 2 * e ** erfinv(x) ** 2",
+      reads=("ans",), **_EW)
+defop("xlogy", "elementwise", ("x", "y"), xlogy, (xlogy_vjp_x, xlogy_vjp_y), broadcast_shape,
+      "x * log(y), 0 where x == 0 (y 0 or inf too), NaN where y is NaN; gradients as torch's: log(y) into x, "
+      "0 where x == 0 and y <= 0; x / y into y, NaN at x == y == 0", out="float", reads=("inputs",))
 defop("clip", forward=lambda x, lo, hi: np.clip(x, lo, hi),
       vjps=(clip_vjp,),
       doc="x limited to [lo, hi] (either may be None); gradient passes where lo <= x <= hi",

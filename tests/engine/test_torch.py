@@ -118,6 +118,7 @@ TORCH = {
     "no_grad": lambda x: x.detach(),
     "softplus": F.softplus,
     "erf": torch.erf, "erfc": torch.erfc,
+    "lgamma": torch.lgamma, "digamma": torch.digamma, "erfinv": torch.erfinv, "xlogy": torch.xlogy,
     "cumsum": torch.cumsum, "cumprod": torch.cumprod, "logcumsumexp": torch.logcumsumexp,
     "scatter": lambda x, idx, src, axis: x.scatter(axis, idx, src.expand(idx.shape)),
     "scatter_add": lambda x, idx, src, axis: x.scatter_add(axis, idx, src.expand(idx.shape)),

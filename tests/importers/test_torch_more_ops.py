@@ -153,7 +153,7 @@ class Entropy(nn.Module):
     def forward(self, poles, edge):
         x, y, n = self.x, self.y, torch.arange(1.0, 9.0)
         p = torch.softmax(self.y[:3], 0) * torch.tensor([1.0, 0.0, 1.0])
-        return {"xlogy": (torch.xlogy(x, y) * n).sum(),
+        return {"xlogy_loss": (torch.xlogy(x, y) * n).sum(),
                 "scalars": torch.xlogy(2.0, y[4:]).sum() + (torch.xlogy(x, 3.0) + torch.xlogy(0.0, y)).sum()
                            + torch.xlogy(edge[:2], edge[2:]).sum()      # 0 against inf and -inf: 0
                            + (torch.special.xlogy(x, y) * n).sum() + torch.special.xlogy(x, 0.5).sum(),
@@ -170,9 +170,9 @@ def step():
 def test_import_xlogy_gives_torch_zero_where_x_is_zero_and_torch_gradients_there(step_file, same_as_torch):
     path, _ = step_file(XLOGY)
     report = check(path, "step", same_as_torch)
-    grad = report.grad("y", "xlogy")
+    grad = report.grad("y", "xlogy_loss")
     assert np.isnan(grad[0]) and (grad[1:4] == 0).all()    # 0 / 0 at x == y == 0, as torch
-    assert (report.grad("x", "xlogy")[:4] == [0, 2 * np.log(0.5), 0, 4 * np.log(1e300)]).all()
+    assert (report.grad("x", "xlogy_loss")[:4] == [0, 2 * np.log(0.5), 0, 4 * np.log(1e300)]).all()
 
 
 FILLS = """

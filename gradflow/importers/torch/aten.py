@@ -14,6 +14,7 @@ from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
 from gradflow.importers.torch.aten_rnn import RNN_OPS
 from gradflow.importers.torch.aten_scan import SCAN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
+from gradflow.importers.torch.aten_special import SPECIAL_OPS
 from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, reduced_over, shape_text, text
 
 
@@ -303,4 +304,5 @@ OPS = {
     **LOSS_OPS,
     **SCAN_OPS,
     **LINALG_OPS,
+    **SPECIAL_OPS,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gradflow.importers.torch.aten_attention import ATTENTION_OPS
 from gradflow.importers.torch.aten_conv import CONV_OPS
-from gradflow.importers.torch.call import Alias, Unsupported, index_text, operand, shape_text, text
+from gradflow.importers.torch.call import Alias, Unsupported, index_text, shape_text, text
 
 
 def class_loss(c, logp: str, what: str, smoothing: float = 0.0) -> str:
@@ -125,14 +125,8 @@ def smooth_l1(c):
 
 
 def xlogy(x: str, y: str) -> str:
-    """x log(y), 0 where x == 0 and y is not NaN, with torch's gradients there: log(y) into x (0
-    for y <= 0) and x / y into y, 0 / 0 = NaN at y == 0 (sqrt's rule at 0 makes it, its value 0).
-    Each branch reads a y that keeps the other's inf * 0 out of its gradient. One difference: at
-    x == 0, y == inf torch's gradient into x is inf, gradflow's 0."""
-    zero = f"equal({x}, 0) * equal({y}, {y})"
-    finite = f"greater({y}, 0) * less({y}, {operand(float('inf'))})"
-    at_zero = f"{x} * (log(where({finite}, {y}, 1.0)) + sqrt(where({zero} * equal({y}, 0), {y}, 0.0)))"
-    return f"where({zero}, {at_zero}, {x} * log(where({zero}, 1.0, {y})))"
+    """x log(y), 0 where x == 0 and y is not NaN: gradflow's xlogy, whose gradients are torch's."""
+    return f"xlogy({x}, {y})"
 
 
 def kl_div(c):
