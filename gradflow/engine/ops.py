@@ -584,9 +584,16 @@ defop("searchsorted", inputs=("boundaries", "x"), forward=searchsorted, vjps=(No
       doc="where each x goes in boundaries sorted along their last axis: the first index whose entry is at or "
           "above x (right=True: above it), as torch.searchsorted and torch.bucketize (NaN as torch's search)",
       attrs={"right": False}, out="int", **_ND)
+def whole(rounding):
+    """A rounding that leaves an integer tensor as it is, integer, as torch's (numpy's floor of one
+    is a float)."""
+    return lambda x: x if x.dtype.kind != "f" else rounding(x)
+
+
 for _name, _fn, _doc in [("round", np.round, "round half to even"), ("floor", np.floor, "round down"),
-                         ("ceil", np.ceil, "round up")]:
-    defop(_name, inputs=("x",), forward=_fn, vjps=(None,), shape=same_shape, doc=_doc, out="float", **_ND)
+                         ("ceil", np.ceil, "round up"), ("trunc", np.trunc, "round toward zero")]:
+    defop(_name, inputs=("x",), forward=whole(_fn), vjps=(None,), shape=same_shape,
+          doc=f"{_doc}; an integer's is itself, an integer", **_ND)
 defop("sign", inputs=("x",), forward=np.sign, vjps=(None,), shape=same_shape,
       doc="-1, 0 or 1; an integer's is an integer", **_ND)
 # torch's gradient of a rounding division is 0 (floor_divide's is refused): an implicit cut, as floor's

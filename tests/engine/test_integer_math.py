@@ -101,6 +101,17 @@ def test_abs_of_an_integer_tensor_is_an_integer_tensor():
     assert tape.apply("take", tape.leaf(np.arange(10.0)), out).value.tolist() == [float(abs(int(a))) for a in A]
 
 
+@pytest.mark.parametrize("name", ["round", "floor", "ceil", "trunc"])
+def test_rounding_an_integer_tensor_leaves_it_as_it_is_an_integer_tensor(name):
+    tape = Tape()
+    out = tape.apply(name, tape.leaf(A))
+    assert out.value.dtype == np.int64 and lazy_dtype(name, A) == np.int64 and out.value.tolist() == A.tolist()
+    halves = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.7, 0.7])   # floats: numpy's, half to even as torch
+    python = {"round": round, "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}[name]
+    floats = eager(name, halves).value
+    assert floats.dtype == np.float64 and floats.tolist() == [float(python(float(h))) for h in halves]
+
+
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted_is_bisects_insertion_point(right):
     rng = np.random.default_rng(3)

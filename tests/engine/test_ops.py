@@ -418,6 +418,7 @@ CASES: dict[str, list[Case]] = {
     "to_int": unary() + [Case("ints", args(I(3, 4, high=5)))],
     "floor": unary(),
     "ceil": unary(),
+    "trunc": unary(),
     "sign": unary(),
     "floor_divide": rounding_divisions(),
     "trunc_divide": rounding_divisions(),

@@ -163,7 +163,7 @@ TORCH = {
     "cumargmin": lambda x, axis: torch.cummin(x, axis).indices,
     "searchsorted": lambda boundaries, x, right=False: torch.searchsorted(boundaries, x, right=right),
     "to_int": lambda x: x.long(),
-    "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign,
+    "round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "sign": torch.sign,
     # torch.floor_divide's values, with a zero gradient: torch refuses floor_divide's backward
     "floor_divide": lambda a, b: torch.div(a, b, rounding_mode="floor"),
     "trunc_divide": lambda a, b: torch.div(a, b, rounding_mode="trunc"),

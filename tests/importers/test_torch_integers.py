@@ -82,3 +82,31 @@ def test_float_to_integer_casts_cut_toward_zero_and_index_as_in_torch(step_file,
     check(path, "step", same_as_torch)
     exprs = [line.expr for line in import_python(f"{path}:step").graph]
     assert sum(e.startswith("to_int(") for e in exprs) == 4   # floor, ceil, the bins and the bool count
+
+
+ROUNDED = """
+class Rounded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(6, 2)
+        self.w = nn.Parameter(torch.tensor([1.7, -2.5, 0.4]))
+
+    def forward(self, ids):
+        picked = self.emb(torch.floor(ids)) + self.emb(torch.ceil(ids)) + self.emb(ids.round()) \\
+            + self.emb(torch.trunc(ids)) + self.emb(torch.fix(ids))   # of integers: integers, as torch's
+        cut = torch.trunc(self.w * 3) + torch.fix(-self.w)            # of floats: toward zero, no gradient
+        return {"loss": picked.sum() + (self.w * cut).sum()}
+
+
+def step():
+    torch.manual_seed(0)
+    return {"module": Rounded(), "inputs": (torch.tensor([[0, 3, 5, 1]]),)}
+"""
+
+
+def test_rounding_integer_ids_keeps_them_integers_that_index_as_in_torch(step_file, same_as_torch):
+    path, _ = step_file(ROUNDED)
+    report = check(path, "step", same_as_torch)
+    assert report.status("emb.weight", "loss") == "flows"
+    exprs = [line.expr for line in import_python(f"{path}:step").graph]
+    assert sum(e.startswith("trunc(") for e in exprs) == 4

@@ -253,8 +253,9 @@ def normal(c):
 
 OPS = {
     **{op: unary(op) for op in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "sin",
-                                "cos", "log1p", "sign", "floor", "ceil", "square", "acos", "asin", "atan")},
+                                "cos", "log1p", "sign", "floor", "ceil", "trunc", "square", "acos", "asin", "atan")},
     "arccos": unary("acos"), "arcsin": unary("asin"), "arctan": unary("atan"), "sgn": unary("sign"),
+    "fix": unary("trunc"),
     "round": rounding,
     "silu": unary("silu"),
     "rsqrt": lambda c: f"1 / sqrt({c.args[0]})",
