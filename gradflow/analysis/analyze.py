@@ -88,6 +88,7 @@ def pair_of(name, t, flow, grads, graph, every: Lazy) -> Pair:
         pair.cut_by = cuts
     elif pair.status == "flows":
         pair.partially_cut_by = cuts
+        pair.partly_told = [c for c in cuts if not graph.rejoined(c)]
     if grads is not None:
         fill_numbers(pair, grads, t, graph, flow, every)
     return pair

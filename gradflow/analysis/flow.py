@@ -89,6 +89,12 @@ def cut_at_node(node) -> Cut:
     return cut_of(node.index, node, KIND_OF_OP.get(node.op.kind, "implicit"))
 
 
+def place_of(node) -> tuple | None:
+    """The call that made a tape node: its file, line and column (None for a bare tape's)."""
+    info = node.meta
+    return None if info is None else (info.file, info.line, info.col)
+
+
 class NodeSet:
     """A set of tape indices as one byte per node: a million-node tape's open and reached
     sets in 2 MB instead of about 80 MB of hashed ints. ``i in s`` as for a set."""
@@ -150,6 +156,7 @@ class Graph:
                     upstream[i] = 1
                     break
         self.upstream = upstream
+        self.rejoins: dict = {}   # tape index of a cut -> rejoined(cut)
 
     @cached_property
     def children(self) -> list:
@@ -191,6 +198,31 @@ class Graph:
                     seen.add(j)
                     heappush(heap, -j)
         return None
+
+    def rejoined(self, cut) -> bool:
+        """Does an implicit cut sit inside what one call made, which passes its input's gradient
+        on past it? An imported sort is an argsort and a gather of the same rows, a median a NaN
+        test and a where between the row and its answer: torch's call gives the index or the test
+        no gradient and the values theirs, so 'partly cut' by it tells the user nothing. A cut
+        whose answer leaves its call (an argmax another call gathers by) is not such a cut."""
+        known = self.rejoins.get(cut.index)
+        if known is None:
+            known = self.rejoins[cut.index] = cut.kind == "implicit" and self.passes_on(self.nodes[cut.index])
+        return known
+
+    def passes_on(self, node) -> bool:
+        """Does a node of the same call, after this cut, take gradient from every parameter
+        whose gradient the cut stops?"""
+        here, stopped, masks = place_of(node), self.open_cuts.get(node.index, 0), self.open_masks
+        seen, stack = set(), [child for child in self.children[node.index] if place_of(child) == here]
+        while stack:
+            child = stack.pop()
+            if child.index not in seen:
+                seen.add(child.index)
+                if stopped & masks[child.index] == stopped:
+                    return True
+                stack.extend(c for c in self.children[child.index] if place_of(c) == here)
+        return False
 
     def flow(self, loss) -> LossFlow:
         upstream, open_, cut_edges = self.upstream, bytearray(len(self.nodes)), []

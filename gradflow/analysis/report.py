@@ -61,6 +61,7 @@ class Pair:
     nonfinite: int | None = None
     cut_by: list = field(default_factory=list)            # [Cut]
     partially_cut_by: list = field(default_factory=list)  # [Cut]
+    partly_told: list = field(default_factory=list)       # those worth a note: not inside a call (Graph.rejoined)
     dies_at: list = field(default_factory=list)           # [Cut-shaped places]
     counterfactual_norm: float | None = None
 

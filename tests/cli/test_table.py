@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from click.testing import CliRunner
 
 from gradflow.cli.main import cli
@@ -70,6 +73,44 @@ losses: [loss]
 """))
     assert "zero [1] ~[2] !" in out
     assert "[2] partly cut (other paths carry a zero gradient) by greater in loss (line 5:30)" in out
+
+
+# Two lines one Python call made (their source places are one): a sort is an argsort and a
+# gather of the same rows, whose values take the gradient the indices do not.
+ONE_CALL = """
+gradflow: 1
+inputs:
+  x: {shape: [5]}
+params:
+  w: {shape: [5]}
+graph:
+  h: {expr: "x * w", source: "train.py:3:9"}
+  order: {expr: "argsort(h)", source: "train.py:4:9"}
+  top: {expr: "take_along_axis(h, order, axis=0)", source: "train.py:4:9"}
+  loss: sum(top[-2:])
+losses: [loss]
+"""
+
+
+def test_a_cut_whose_own_call_passes_the_gradient_on_gets_no_partly_cut_note(write_model):
+    out = analyze(write_model(ONE_CALL))
+    assert "flows" in out and "partly" not in out and "~" not in out
+    report = json.loads(CliRunner().invoke(cli, ["analyze", "--format", "json", write_model(ONE_CALL)]).output)
+    assert [c["op"] for c in report["params"][0]["grads"]["loss"]["partially_cut_by"]] == ["argsort"]   # still told
+
+
+@pytest.mark.parametrize("order, top", [
+    ("train.py:4:9", "train.py:5:9"),   # the indices leave the call that made them: another gathers by them
+    (None, None),                       # a model file's own lines: each op the user's own call
+])
+def test_a_cut_whose_answer_leaves_its_call_still_gets_a_partly_cut_note(write_model, order, top):
+    text = ONE_CALL
+    for entry, place in (("order", order), ("top", top)):
+        old = next(line for line in text.splitlines() if line.startswith(f"  {entry}:"))
+        expr = old.split('expr: "')[1].split('"')[0]
+        text = text.replace(old, f'  {entry}: {{expr: "{expr}", source: "{place}"}}' if place else f"  {entry}: {expr}")
+    out = analyze(write_model(text))
+    assert "flows" in out and "partly cut (other paths flow) by argsort in order" in out
 
 
 def test_intended_blocks_are_marked_intended():

@@ -12,7 +12,7 @@ def cell(pair, intent: str) -> str:
     text = pair.status
     if pair.status == "flows" and pair.norm is not None:
         text += f" {pair.norm:.3g}"
-    cuts = pair.cut_by or pair.partially_cut_by
+    cuts = pair.cut_by or pair.partly_told
     if cuts:
         text += " (" + ", ".join(f"`{c.op}` in `{c.node}` L{c.line}" for c in cuts) + ")"
     if pair.dies_at:

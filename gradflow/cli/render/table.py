@@ -51,10 +51,10 @@ def words(pair, notes: Notes) -> str:
         text += " " + notes.mark("blocked by " + "; ".join(told(pair.cut_by, notes.path)))
     elif pair.status == "zero" and pair.dies_at:
         text += " " + notes.mark("gradient dies at " + "; ".join(told(pair.dies_at, notes.path)))
-    if pair.status in ("flows", "zero") and pair.partially_cut_by:   # some paths are cut, the others not
+    if pair.status in ("flows", "zero") and pair.partly_told:   # some paths are cut, the others not
         others = "flow" if pair.status == "flows" else "carry a zero gradient"
         text += " ~" + notes.mark(f"partly cut (other paths {others}) by "
-                                  + "; ".join(told(pair.partially_cut_by, notes.path)))
+                                  + "; ".join(told(pair.partly_told, notes.path)))
     if pair.nonfinite:
         text += f" ({pair.nonfinite} non-finite)"
     return text
