@@ -183,9 +183,13 @@ def check_wrt(ctx: Context) -> None:
 def frozen_in_wrt(model, loss: str, glob: str, names: list) -> str:
     one = len(names) == 1
     it = "it" if one else "them"
-    unfreeze = f"call requires_grad_(True) on {it}" if model.spec.step else "drop frozen: true"
-    return (f"{loss}: wrt {glob!r} includes {listing(names)}, which {'is' if one else 'are'} frozen (no optimizer "
-            f"updates {it}): leave {it} out of wrt, or {unfreeze}")
+    # a step's parameter is frozen as backward finds it: as the module had it, or as forward left it
+    # (pix2pix's set_requires_grad(netD, False) never set back)
+    why = "requires_grad is False when backward runs, so no optimizer updates" if model.spec.step \
+        else "no optimizer updates"
+    unfreeze = f"call requires_grad_(True) on {it} before backward" if model.spec.step else "drop frozen: true"
+    return (f"{loss}: wrt {glob!r} includes {listing(names)}, which {'is' if one else 'are'} frozen ({why} "
+            f"{it}): leave {it} out of wrt, or {unfreeze}")
 
 
 def untrained(ctx: Context, loss: str, pair):

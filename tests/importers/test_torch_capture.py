@@ -886,8 +886,9 @@ def test_a_steps_findings_say_how_to_mend_them_in_python_not_in_a_model_file(ste
     # and silences a rule with --ignore.
     path, _ = step_file(TWO_HEADS)
     result = run_cli("check", f"{path}:step")
-    assert "wrt '*' includes b.weight and b.bias, which are frozen (no optimizer updates them): leave them " \
-           "out of wrt, or call requires_grad_(True) on them [GF101]" in result.stdout
+    assert "wrt '*' includes b.weight and b.bias, which are frozen (requires_grad is False when backward runs, " \
+           "so no optimizer updates them): leave them out of wrt, or call requires_grad_(True) on them before " \
+           "backward [GF101]" in result.stdout
     assert "this is harmless (add them to the wrt, or pass --ignore GF104) [GF104]" in result.stdout
     assert "check:" not in result.stdout and "frozen: true" not in result.stdout
 
