@@ -66,6 +66,31 @@ def test_a_loss_name_gradflow_cannot_use_says_why_and_what_would_do(step_file, k
     assert (e.line, e.message) == (line_of("def"), says)
 
 
+NAMED_LIKE_A_PARAMETER = """
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4))
+        self.log_alpha = torch.zeros(1, requires_grad=True)   # trained without nn.Parameter (SAC)
+
+    def forward(self, x):
+        return {"%s": (self.scale * x).sum() + self.log_alpha.exp().sum()}
+
+
+def step():  # @def
+    return {"module": Scaled(), "inputs": (torch.randn(3, 4),)}
+"""
+
+
+@pytest.mark.parametrize("key", ["scale", "log_alpha"])
+def test_a_loss_named_like_a_parameter_is_refused_at_the_def_line_in_the_users_words(step_file, key):
+    # it was "'scale' is defined twice (first at line 7)": a line of the model file the user never saw
+    path, line_of = step_file(NAMED_LIKE_A_PARAMETER % key)
+    e = refused(path)
+    assert (e.line, e.message) == (line_of("def"), f"loss name {key!r} is also the name of a parameter: give the "
+                                                   f"loss another key, such as '{key}_loss'")
+
+
 @pytest.mark.parametrize("inputs, says", [
     ('{"x": torch.randn(3, 4)}', "step() returned 'inputs' as a dict: gradflow calls module(*inputs), so return "
                                  "the tensors as a tuple in the order forward takes them"),
