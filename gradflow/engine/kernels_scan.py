@@ -1,5 +1,5 @@
 """Array code of the scans, sorts and scatters: cumprod's, logcumsumexp's and prod's gradients,
-the running arg-max, a stable argsort, a sorted search, scatter and scatter_add.
+the running arg-max, a stable argsort, a sorted search, scatter, scatter_add and scatter_reduce.
 
 Each follows PyTorch: its CPU kernels where the order of work decides a result (which of
 tied entries a running maximum or a sort returns, which of repeated scatter indices is
@@ -155,3 +155,69 @@ def scatter_vjp_src(g, ans, x, idx, src, axis):
     """g at each entry's place (torch's grad.gather(dim, index)): every one of repeated indices
     gets it, the write that stood and those it overwrote alike."""
     return g[scattered_at(idx, axis)]
+
+
+REDUCERS = {"amax": np.maximum, "amin": np.minimum, "prod": np.multiply}
+
+
+def unit(reduce: str, dtype):
+    """What a reduction starts from where include_self=False leaves x's own entry out."""
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    return np.iinfo(dtype).min if reduce == "amax" else np.iinfo(dtype).max
+
+
+def scatter_reduce(x, idx, src, axis, reduce="amax", include_self=True):
+    """x with src reduced into it at idx along axis (amax, amin or prod), x's own entry counted
+    where include_self; NaN wins a maximum or minimum, as torch's."""
+    check_indices(idx, x.shape[axis])
+    out = np.array(x, dtype=np.result_type(x, src))
+    at = scattered_at(idx, axis)
+    if not include_self:
+        out[at] = unit(reduce, out.dtype)
+    REDUCERS[reduce].at(out, at, np.broadcast_to(src, np.shape(idx)))
+    return out
+
+
+def unwritten(grad, idx, axis, include_self):
+    """x's gradient, 0 where src was written when x's own entry was left out (torch's grad.scatter(dim,
+    index, 0))."""
+    return grad if include_self else scatter_vjp_x(grad, None, None, idx, None, axis)
+
+
+def shared_extreme(g, ans, x, idx, src, axis):
+    """torch's amax / amin rule: g split evenly among x's entry and the src entries equal to the
+    result (x's counted even where include_self leaves it out, as torch's): (x's share, src's)."""
+    at = scattered_at(idx, axis)
+    x_hit, src_hit = (x == ans).astype(g.dtype), (np.broadcast_to(src, np.shape(idx)) == ans[at]).astype(g.dtype)
+    count = x_hit.copy()
+    np.add.at(count, at, src_hit)
+    share = g / count
+    return x_hit * share, src_hit * share[at]
+
+
+def scatter_reduce_vjp_x(g, ans, x, idx, src, axis, reduce="amax", include_self=True):
+    """amax / amin: x's share of the ties; prod: g times the product of what was reduced into x's
+    entry, computed with x's zeros read as ones (torch's, exact beside zeros)."""
+    if reduce != "prod":
+        grad = shared_extreme(g, ans, x, idx, src, axis)[0]
+    else:
+        ones = np.where(x == 0, 1, x)
+        grad = g * scatter_reduce(ones, idx, src, axis, reduce, include_self) / ones
+    return unwritten(grad, idx, axis, include_self)
+
+
+def scatter_reduce_vjp_src(g, ans, x, idx, src, axis, reduce="amax", include_self=True):
+    """amax / amin: src's share of the ties; prod: torch's rule, g times the result over the entry,
+    but for the only zero of its place g times the product of the others."""
+    if reduce != "prod":
+        return shared_extreme(g, ans, x, idx, src, axis)[1]
+    at, src = scattered_at(idx, axis), np.broadcast_to(src, np.shape(idx))
+    zero = src == 0
+    zeros = np.zeros(x.shape, dtype=g.dtype)
+    np.add.at(zeros, at, zero)
+    alone = zero & (zeros[at] == 1)
+    others = scatter_reduce(x, idx, np.where(alone, 1, src), axis, reduce, include_self)
+    return np.where(alone, (g * others)[at], (g * ans)[at] / np.where(zero, 1, src))

@@ -41,7 +41,8 @@ from gradflow.engine.kernels import (
     matmul_vjp_a, matmul_vjp_b, norm_vjp, normalised, pow_vjp_base, pow_vjp_exponent, reduce_extreme_vjp, sigmoid,
     softmax, take_along_axis_vjp, take_vjp, tanh_vjp, transpose_vjp, var_vjp,
 )
-from gradflow.engine.kernels_conv import avg_pool2d_vjp, conv2d, conv2d_vjp_w, conv2d_vjp_x, max_pool2d_vjp, pool_windows
+from gradflow.engine.kernels_conv import avg_pool_vjp, conv, conv_vjp_w, conv_vjp_x, max_pool_vjp, pool_windows
+from gradflow.engine.kernels_grid import grid_sample, grid_sample_vjp_grid, grid_sample_vjp_x
 from gradflow.engine.kernels_linalg import (
     cholesky, cholesky_vjp, det, det_shape, det_sign, det_vjp, inv, inv_vjp, logabsdet, logabsdet_vjp, logdet,
     logdet_vjp, matrix_shape, solve, solve_shape, solve_triangular, solve_triangular_shape, solve_triangular_vjp_a,
@@ -58,7 +59,7 @@ from gradflow.engine.kernels_nn import (
 )
 from gradflow.engine.kernels_scan import (
     argsort, cumprod_vjp, logcumsumexp_vjp, prod_vjp, reversed_cumsum, running_arg, scatter, scatter_add,
-    scatter_vjp_src, scatter_vjp_x, searchsorted,
+    scatter_reduce, scatter_reduce_vjp_src, scatter_reduce_vjp_x, scatter_vjp_src, scatter_vjp_x, searchsorted,
 )
 from gradflow.engine.shapes import (
     arg_shape, axis_shape, broadcast_shape, broadcast_to_shape, concat_shape, expand_dims_shape, flatten_shape,
@@ -67,9 +68,9 @@ from gradflow.engine.shapes import (
     take_along_axis_shape, take_shape, transpose_shape,
 )
 from gradflow.engine.shapes_nn import (
-    attention_shape, batch_norm_shape, bce_shape, conv2d_shape, cosine_similarity_shape, cross_entropy_shape,
-    dropout_shape, embedding_shape, layer_norm_shape, linear_shape, loss_shape, masked_attention_shape, pool_shape,
-    window_scratch,
+    attention_shape, batch_norm_shape, bce_shape, conv2d_shape, conv_shape, cosine_similarity_shape,
+    cross_entropy_shape, dropout_shape, embedding_shape, grid_sample_shape, layer_norm_shape, linear_shape, loss_shape,
+    masked_attention_shape, pool_shape, pool_shape_of, window_scratch, window_scratch_3d,
 )
 from gradflow.errors import ShapeError
 
@@ -419,6 +420,15 @@ defop("scatter_add", "shape", ("x", "idx", "src"), scatter_add,
       "x with src added at idx along axis (idx with x's number of axes, no longer than x along the others "
       "and, as PyTorch's, not broadcast; src broadcast to idx); repeated indices add up",
       attrs={"axis": REQUIRED}, int_inputs=(1,), reads=("inputs",))
+defop("scatter_reduce", "shape", ("x", "idx", "src"), scatter_reduce,
+      (scatter_reduce_vjp_x, None, scatter_reduce_vjp_src),
+      lambda x, idx, src, axis, reduce="amax", include_self=True: scatter_shape(x, idx, src, axis),
+      "x with src reduced in at idx along axis (idx and src as scatter_add's): reduce=\"amax\" (the default), "
+      "\"amin\" or \"prod\", x's own entry taking part unless include_self=False, as torch's scatter_reduce; "
+      "the gradient is torch's: an extreme's split evenly among the entries equal to it, a product's exact "
+      "beside zeros",
+      attrs={"axis": REQUIRED, "reduce": "amax", "include_self": True},
+      modes={"reduce": ("amax", "amin", "prod")}, int_inputs=(1,))
 
 # ================================================================ neural
 _NN = dict(group="neural", out="float")
@@ -451,19 +461,40 @@ defop("binary_cross_entropy", inputs=("p", "y"), forward=binary_cross_entropy, v
 defop("dropout", inputs=("x",), forward=dropout, vjps=(dropout_vjp,), shape=dropout_shape,
       doc="zero each entry with probability p (mask from seed), scale the rest by 1/(1-p)",
       attrs={"p": REQUIRED, "seed": 0}, seeded=True, **_NN)
-defop("conv2d", inputs=("x", "w"), forward=conv2d, vjps=(conv2d_vjp_x, conv2d_vjp_w), shape=conv2d_shape,
+defop("conv2d", inputs=("x", "w"), forward=conv, vjps=(conv_vjp_x, conv_vjp_w), shape=conv2d_shape,
       doc="2-D cross-correlation: x [N, C, H, W], w [O, C, kH, kW]; stride and padding int or pair",
       attrs={"stride": 1, "padding": 0}, scratch=window_scratch, **_NN)
 defop("max_pool2d", inputs=("x",),
       forward=lambda x, kernel, stride=None: np.max(pool_windows(x, kernel, stride), axis=-1),
-      vjps=(max_pool2d_vjp,), shape=pool_shape,
-      doc="maximum over windows of the last two axes; stride defaults to kernel; ties go to the first",
+      vjps=(max_pool_vjp(2),), shape=pool_shape,
+      doc="maximum over windows of the last two axes; stride defaults to kernel; ties go to the first, "
+          "a window's NaN wins (the last NaN takes the gradient, as torch's)",
       attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch, **_NN)
 defop("avg_pool2d", inputs=("x",),
       forward=lambda x, kernel, stride=None: np.mean(pool_windows(x, kernel, stride), axis=-1),
-      vjps=(avg_pool2d_vjp,), shape=pool_shape,
+      vjps=(avg_pool_vjp(2),), shape=pool_shape,
       doc="mean over windows of the last two axes; stride defaults to kernel",
       attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch, **_NN)
+defop("conv3d", inputs=("x", "w"), forward=conv, vjps=(conv_vjp_x, conv_vjp_w), shape=conv_shape(3),
+      doc="3-D cross-correlation: x [N, C, D, H, W], w [O, C, kD, kH, kW]; stride and padding int or triple",
+      attrs={"stride": 1, "padding": 0}, scratch=window_scratch, **_NN)
+defop("max_pool3d", inputs=("x",),
+      forward=lambda x, kernel, stride=None: np.max(pool_windows(x, kernel, stride, 3), axis=-1),
+      vjps=(max_pool_vjp(3),), shape=pool_shape_of(3),
+      doc="maximum over windows of the last three axes, as max_pool2d (ties, NaN, stride)",
+      attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch_3d, **_NN)
+defop("avg_pool3d", inputs=("x",),
+      forward=lambda x, kernel, stride=None: np.mean(pool_windows(x, kernel, stride, 3), axis=-1),
+      vjps=(avg_pool_vjp(3),), shape=pool_shape_of(3),
+      doc="mean over windows of the last three axes; stride defaults to kernel",
+      attrs={"kernel": REQUIRED, "stride": None}, scratch=window_scratch_3d, **_NN)
+defop("grid_sample", inputs=("x", "grid"), forward=grid_sample, vjps=(grid_sample_vjp_x, grid_sample_vjp_grid),
+      shape=grid_sample_shape,
+      doc="x [N, C, H, W] read at the points of grid [N, Ho, Wo, 2] (x, y from -1 to 1), bilinear or nearest "
+          "(3-D: x [N, C, D, H, W], grid [N, Do, Ho, Wo, 3]); padding_mode zeros, border or reflection; as "
+          "torch's F.grid_sample, whose gradient into the grid is 0 for nearest and at a clipped point",
+      attrs={"mode": "bilinear", "padding_mode": "zeros", "align_corners": False},
+      modes={"mode": ("bilinear", "nearest"), "padding_mode": ("zeros", "border", "reflection")}, **_NN)
 defop("one_hot", inputs=("idx",),
       forward=lambda idx, n: np.equal(np.expand_dims(check_indices(idx, n), -1), np.arange(n)),
       vjps=(None,), shape=one_hot_shape, doc="a float [..., n] that is 1 at each integer index",

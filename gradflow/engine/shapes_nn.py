@@ -5,6 +5,8 @@ raises ShapeError naming the op and the shapes.
 
 from __future__ import annotations
 
+import math
+
 from gradflow.engine.shapes import broadcast_shape, fmt, is_int, norm_axis
 from gradflow.errors import ShapeError
 
@@ -46,50 +48,89 @@ def dropout_shape(x, p, seed=0):
     return x
 
 
-def pair(v, what, least) -> tuple[int, int]:
-    """An int or a pair of ints (height, width), each at least ``least``."""
-    out = (v, v) if is_int(v) else tuple(v)
-    if len(out) != 2 or not all(is_int(n) and n >= least for n in out):
-        raise ShapeError(f"{what} must be an integer >= {least} or a pair of them, got {v!r}")
+AXES = {2: "H, W", 3: "D, H, W"}   # the spatial axes of a 2-d and a 3-d convolution or pool
+COUNTS = {2: "pair", 3: "triple"}
+
+
+def spatial(v, k, what, least) -> tuple:
+    """An int or k ints (one per spatial axis), each at least ``least``."""
+    if v.__class__ is int and v >= least:   # the common case, on every call of a kernel: no more checks
+        return (v,) * k
+    out = (v,) * k if is_int(v) else tuple(v)
+    if len(out) != k or not all(is_int(n) and n >= least for n in out):
+        raise ShapeError(f"{what} must be an integer >= {least} or a {COUNTS[k]} of them, got {v!r}")
     return out
 
 
-def conv2d_shape(x, w, stride=1, padding=0):
-    where = f"conv2d of {fmt(x)} and {fmt(w)}"
-    if len(x) != 4 or len(w) != 4:
-        raise ShapeError(f"{where}: input must be [N, C, H, W] and weight [O, C, kH, kW]")
-    if x[1] != w[1]:
-        raise ShapeError(f"{where}: {x[1]} input channels != {w[1]}")
-    (sh, sw), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
-    h, wd = x[2] + 2 * ph, x[3] + 2 * pw
-    if w[2] > h or w[3] > wd:
-        raise ShapeError(f"{where}: kernel {fmt(w[2:])} is larger than the padded input {fmt((h, wd))}")
-    return (x[0], w[0], (h - w[2]) // sh + 1, (wd - w[3]) // sw + 1)
+def pair(v, what, least) -> tuple[int, int]:
+    """An int or a pair of ints (height, width), each at least ``least``."""
+    return spatial(v, 2, what, least)
 
 
-def pool_shape(x, kernel, stride=None):
-    if len(x) < 2:
-        raise ShapeError(f"pooling of {fmt(x)}: needs [..., H, W]")
-    (kh, kw) = pair(kernel, "kernel", 1)
-    (sh, sw) = pair(kernel if stride is None else stride, "stride", 1)
-    if kh > x[-2] or kw > x[-1]:
-        raise ShapeError(f"kernel {fmt((kh, kw))} is larger than the input {fmt(x[-2:])}")
-    return x[:-2] + ((x[-2] - kh) // sh + 1, (x[-1] - kw) // sw + 1)
+def conv_shape(k: int):
+    """The shape rule of the k-d convolution: x [N, C, *spatial], w [O, C, *kernel]."""
+    kernel = ", ".join("k" + a for a in AXES[k].split(", "))
+
+    def rule(x, w, stride=1, padding=0):
+        where = f"conv{k}d of {fmt(x)} and {fmt(w)}"
+        if len(x) != k + 2 or len(w) != k + 2:
+            raise ShapeError(f"{where}: input must be [N, C, {AXES[k]}] and weight [O, C, {kernel}]")
+        if x[1] != w[1]:
+            raise ShapeError(f"{where}: {x[1]} input channels != {w[1]}")
+        strides, pads = spatial(stride, k, "stride", 1), spatial(padding, k, "padding", 0)
+        sizes = tuple(n + 2 * p for n, p in zip(x[2:], pads))
+        if any(kn > n for kn, n in zip(w[2:], sizes)):
+            raise ShapeError(f"{where}: kernel {fmt(w[2:])} is larger than the padded input {fmt(sizes)}")
+        return (x[0], w[0]) + tuple((n - kn) // s + 1 for n, kn, s in zip(sizes, w[2:], strides))
+    return rule
 
 
-def window_scratch(out, x, w=None, kernel=None, **attrs) -> int:
-    """Elements of the window copy a conv2d or pool makes: every output position times
-    the window it reads (times the input channels, for a convolution)."""
-    size = 1
-    for n in out:
-        size *= n
-    if w is not None:                        # conv2d: out [N, O, Ho, Wo], w [O, C, kH, kW]
-        return size // max(out[1], 1) * w[1] * w[2] * w[3]
-    kh, kw = pair(kernel, "kernel", 1)
-    return size * kh * kw
+conv2d_shape = conv_shape(2)
+
+
+def pool_shape_of(k: int):
+    """The shape rule of a k-d pool over the last k axes; stride defaults to the kernel."""
+    def rule(x, kernel, stride=None):
+        if len(x) < k:
+            raise ShapeError(f"pooling of {fmt(x)}: needs [..., {AXES[k]}]")
+        kernel = spatial(kernel, k, "kernel", 1)
+        strides = spatial(kernel if stride is None else stride, k, "stride", 1)
+        if any(kn > n for kn, n in zip(kernel, x[-k:])):
+            raise ShapeError(f"kernel {fmt(kernel)} is larger than the input {fmt(x[-k:])}")
+        return x[:-k] + tuple((n - kn) // s + 1 for n, kn, s in zip(x[-k:], kernel, strides))
+    return rule
+
+
+pool_shape = pool_shape_of(2)
+
+
+def window_scratch(out, x, w=None, kernel=None, k=2, **attrs) -> int:
+    """Elements of the window copy a convolution or a k-d pool makes: every output position
+    times the window it reads (times the input channels, for a convolution)."""
+    size = math.prod(out)
+    if w is not None:                        # a convolution: out [N, O, *spatial], w [O, C, *kernel]
+        return size // max(out[1], 1) * math.prod(w[1:])
+    return size * math.prod(spatial(kernel, k, "kernel", 1))
+
+
+def window_scratch_3d(out, x, kernel=None, **attrs) -> int:
+    return window_scratch(out, x, kernel=kernel, k=3)
 
 
 # ---------------------------------------------------------------- ops of imported models
+def grid_sample_shape(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    where = f"grid_sample of {fmt(x)} at grid {fmt(grid)}"
+    k = len(x) - 2
+    if k not in (2, 3) or len(grid) != len(x) or grid[-1] != k:
+        raise ShapeError(f"{where}: needs x [N, C, H, W] and grid [N, Ho, Wo, 2], or x [N, C, D, H, W] "
+                         "and grid [N, Do, Ho, Wo, 3]")
+    if grid[0] != x[0]:
+        raise ShapeError(f"{where}: {x[0]} != {grid[0]} samples")
+    if not all(x[2:]):
+        raise ShapeError(f"{where}: the input has no entries to read")
+    return x[:2] + grid[1:-1]
+
+
 def embedding_shape(idx, weight, padding_idx=None):
     if len(weight) != 2:
         raise ShapeError(f"embedding of {fmt(idx)} in weight {fmt(weight)}: weight must be [rows, dim]")

@@ -158,6 +158,46 @@ def pooling():
             Case("row", normal((1, 4)), {"kernel": (1, 2)})]
 
 
+def pooling3d():
+    return [Case("k2", normal((2, 2, 4, 4, 4)), {"kernel": 2}),
+            Case("k3-s1-overlap", normal((1, 1, 4, 5, 5)), {"kernel": 3, "stride": 1}),
+            Case("triple", normal((1, 2, 3, 5, 6)), {"kernel": (1, 2, 3), "stride": (1, 2, 2)}),
+            Case("stride-over-kernel", normal((1, 1, 5, 5, 6)), {"kernel": 2, "stride": 3}),
+            Case("3d", normal((3, 4, 4)), {"kernel": 2})]
+
+
+def grid_samples():
+    """Points inside and a little outside the input (-1.3 to 1.3), in every mode, padding and
+    alignment; 3-d volumes too. No point lands within the difference's step of a kink."""
+    def points(*shape):
+        return U(*shape, lo=-1.3, hi=1.3)
+    cases = [Case(f"{mode}-{pad}-{'aligned' if align else 'edges'}", args(N(2, 3, 4, 5), points(2, 3, 2, 2)),
+                  {"mode": mode, "padding_mode": pad, "align_corners": align})
+             for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection")
+             for align in (False, True)]
+    return cases + [Case("default", args(N(1, 1, 3, 3), points(1, 4, 4, 2))),
+                    Case("3d", args(N(1, 2, 3, 4, 5), points(1, 2, 3, 2, 3)), {"align_corners": True}),
+                    Case("3d-border", args(N(2, 1, 2, 3, 3), points(2, 1, 2, 2, 3)), {"padding_mode": "border"})]
+
+
+def scatter_reductions():
+    """scatter_reduce: each reduction, x's own entries in and out, indices repeated along either
+    axis; an exact two-way tie (a difference gives each half, as the split does); zeros in a product."""
+    cases = []
+    for reduce in ("amax", "amin", "prod"):
+        for own in (True, False):
+            attrs = {"reduce": reduce, "include_self": own}
+            cases += [Case(f"{reduce}-{own}-axis1", args(N(3, 4), I(3, 5, high=4), N(3, 5)), {"axis": 1, **attrs}),
+                      Case(f"{reduce}-{own}-axis0", args(N(3, 4), I(4, 2, high=3), N(4, 2)), {"axis": 0, **attrs}),
+                      Case(f"{reduce}-{own}-broadcast", args(N(5), I(4, high=5), N(1)), {"axis": 0, **attrs})]
+    tie = lambda rng: [np.array([1.0, 2.0, 0.5]), np.array([0, 0, 1, 2]), np.array([3.0, 3.0, 0.5, -1.0])]
+    zeros = lambda rng: [np.array([2.0, 0.0, 3.0]), np.array([0, 0, 1, 2, 2]), np.array([0.0, 4.0, 5.0, 0.0, 0.0])]
+    return cases + [Case("amax-tie", tie, {"axis": 0, "reduce": "amax"}),
+                    Case("amin-tie-with-self", tie, {"axis": 0, "reduce": "amin"}),
+                    Case("prod-zeros", zeros, {"axis": 0, "reduce": "prod"}),
+                    Case("prod-zeros-no-self", zeros, {"axis": 0, "reduce": "prod", "include_self": False})]
+
+
 def matrices(*shape, spd=False, flip=False):
     """Square matrices far from singular: N(0, 1) entries plus n on the diagonal (spd: m m^T + n I,
     symmetric positive-definite); flip: the first row negated, so the determinant is negative."""
@@ -324,6 +364,7 @@ CASES: dict[str, list[Case]] = {
     "scatter_add": scatters(repeats=True) + [
         Case("repeats", lambda rng: [rng.normal(size=(2, 3)), np.array([[1, 1, 1, 0], [2, 0, 2, 2]]),
                                      rng.normal(size=(2, 4))], {"axis": 1})],
+    "scatter_reduce": scatter_reductions(),
     # neural
     "softmax": along_axis(),
     "log_softmax": along_axis(),
@@ -351,6 +392,13 @@ CASES: dict[str, list[Case]] = {
                Case("row", normal((1, 1, 1, 4), (2, 1, 1, 2)))],
     "max_pool2d": pooling(),
     "avg_pool2d": pooling(),
+    "conv3d": [Case("basic", normal((2, 2, 4, 4, 4), (3, 2, 2, 3, 2))),
+               Case("stride-pad", normal((1, 2, 5, 4, 6), (2, 2, 3, 3, 3)), {"stride": 2, "padding": 1}),
+               Case("triples", normal((1, 1, 4, 5, 6), (2, 1, 2, 2, 3)), {"stride": (1, 2, 3), "padding": (0, 1, 2)}),
+               Case("stride-over-kernel", normal((1, 2, 5, 5, 5), (1, 2, 1, 2, 1)), {"stride": 3})],
+    "max_pool3d": pooling3d(),
+    "avg_pool3d": pooling3d(),
+    "grid_sample": grid_samples(),
     "one_hot": [Case("[]", args(I(high=4)), {"n": 4}), Case("[4]", args(I(4, high=3)), {"n": 3}),
                 Case("[3, 4]", args(I(3, 4, high=5)), {"n": 5}), Case("[1, 4]", args(I(1, 4, high=2)), {"n": 2})],
     # gradient control

@@ -57,6 +57,23 @@ BAD = [
      "conv2d: stride must be an integer >= 1 or a pair of them, got 0"),
     ("max_pool2d", [(1, 1, 2, 2)], {"kernel": 3}, "max_pool2d: kernel [3, 3] is larger than the input [2, 2]"),
     ("avg_pool2d", [(4,)], {"kernel": 2}, "avg_pool2d: pooling of [4]: needs [..., H, W]"),
+    ("conv3d", [(1, 3, 4, 8, 8), (4, 2, 3, 3, 3)], {},
+     "conv3d of [1, 3, 4, 8, 8] and [4, 2, 3, 3, 3]: 3 input channels != 2"),
+    ("conv3d", [(1, 3, 8, 8), (4, 3, 3, 3)], {},
+     "conv3d of [1, 3, 8, 8] and [4, 3, 3, 3]: input must be [N, C, D, H, W] and weight [O, C, kD, kH, kW]"),
+    ("conv3d", [(1, 3, 2, 8, 8), (4, 3, 3, 3, 3)], {"padding": (0, 1, 1)},
+     "conv3d of [1, 3, 2, 8, 8] and [4, 3, 3, 3, 3]: kernel [3, 3, 3] is larger than the padded input [2, 10, 10]"),
+    ("conv3d", [(1, 3, 4, 8, 8), (4, 3, 3, 3, 3)], {"stride": (1, 2)},
+     "conv3d: stride must be an integer >= 1 or a triple of them, got (1, 2)"),
+    ("max_pool3d", [(1, 1, 2, 2, 2)], {"kernel": (1, 3, 1)},
+     "max_pool3d: kernel [1, 3, 1] is larger than the input [2, 2, 2]"),
+    ("avg_pool3d", [(4, 4)], {"kernel": 2}, "avg_pool3d: pooling of [4, 4]: needs [..., D, H, W]"),
+    ("grid_sample", [(1, 3, 4, 4), (1, 2, 2, 3)], {},
+     "grid_sample of [1, 3, 4, 4] at grid [1, 2, 2, 3]: needs x [N, C, H, W] and grid [N, Ho, Wo, 2], or x "
+     "[N, C, D, H, W] and grid [N, Do, Ho, Wo, 3]"),
+    ("grid_sample", [(2, 3, 4, 4), (1, 2, 2, 2)], {}, "grid_sample of [2, 3, 4, 4] at grid [1, 2, 2, 2]: 2 != 1 samples"),
+    ("grid_sample", [(1, 3, 4, 4), (1, 2, 2, 2)], {"mode": "bicubic"},
+     'grid_sample: mode must be "bilinear" or "nearest", not \'bicubic\''),
     ("one_hot", [(3, I)], {"n": -1}, "one_hot needs a class count n >= 0, got -1"),
     ("matmul", [(32, 8), (16, 64)], {}, "matmul of [32, 8] and [16, 64]: 8 != 16"),
 ]
@@ -86,6 +103,9 @@ HUGE = (100_000, 1_000_000)  # 10**11 entries: 800 GB as float64
     ("cross_entropy", [HUGE, (HUGE[0], I)], {}), ("one_hot", [(HUGE[0], I)], {"n": HUGE[1]}),
     ("conv2d", [(1000, 1000, 1000, 1000), (1000, 1000, 3, 3)], {"padding": 1}),
     ("max_pool2d", [(1000, 1000, 1000, 1000)], {"kernel": 2}),
+    ("conv3d", [(100, 100, 100, 1000, 1000), (100, 100, 3, 3, 3)], {"padding": 1}),
+    ("max_pool3d", [(100, 100, 100, 1000, 1000)], {"kernel": 2}),
+    ("grid_sample", [(100, 100, 1000, 1000), (100, 1000, 1000, 2)], {}),
     ("dropout", [HUGE], {"p": 0.5}), ("where", [HUGE, HUGE, ()], {}), ("less", [HUGE, ()], {}),
 ])
 def test_shape_rule_allocates_nothing_for_huge_shapes(name, shapes, attrs):

@@ -68,12 +68,12 @@ def take(x, idx, axis=None):
     return x[(slice(None),) * (axis % x.ndim) + (idx,)]
 
 
-def pool(fn):
-    """torch pools want [N, C, H, W]: lift [H, W] inputs and back."""
+def pool(fn, k=2):
+    """torch pools want [N, C, H, W] ([N, C, D, H, W]): lift [H, W] inputs and back."""
     def call(x, kernel, stride=None):
-        lead = x.shape[:-2]
-        out = fn(x.reshape((-1, 1) + tuple(x.shape[-2:])), kernel, stride if stride is not None else kernel)
-        return out.reshape(tuple(lead) + tuple(out.shape[-2:]))
+        lead = x.shape[:-k]
+        out = fn(x.reshape((-1, 1) + tuple(x.shape[-k:])), kernel, stride if stride is not None else kernel)
+        return out.reshape(tuple(lead) + tuple(out.shape[-k:]))
     return call
 
 
@@ -122,6 +122,8 @@ TORCH = {
     "cumsum": torch.cumsum, "cumprod": torch.cumprod, "logcumsumexp": torch.logcumsumexp,
     "scatter": lambda x, idx, src, axis: x.scatter(axis, idx, src.expand(idx.shape)),
     "scatter_add": lambda x, idx, src, axis: x.scatter_add(axis, idx, src.expand(idx.shape)),
+    "scatter_reduce": lambda x, idx, src, axis, reduce, include_self=True:
+        x.scatter_reduce(axis, idx, src.expand(idx.shape), reduce, include_self=include_self),
     "clip": lambda x, lo, hi: torch.clamp(x, lo, hi),
     "hardtanh": lambda x, lo=-1.0, hi=1.0: F.hardtanh(x, lo, hi),
     "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None: torch.nan_to_num(x, nan, posinf, neginf),
@@ -151,6 +153,10 @@ TORCH = {
     "dropout": dropout,
     "conv2d": lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
     "max_pool2d": pool(F.max_pool2d), "avg_pool2d": pool(F.avg_pool2d),
+    "conv3d": lambda x, w, stride=1, padding=0: F.conv3d(x, w, stride=stride, padding=padding),
+    "max_pool3d": pool(F.max_pool3d, 3), "avg_pool3d": pool(F.avg_pool3d, 3),
+    "grid_sample": lambda x, grid, mode="bilinear", padding_mode="zeros", align_corners=False:
+        F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
     "one_hot": lambda idx, n: F.one_hot(idx, n).to(torch.float64),
     "stop_gradient": lambda x: x.detach(),
     # torch has no such ops; these are the usual one-line torch idioms for them.

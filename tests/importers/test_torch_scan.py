@@ -482,8 +482,8 @@ class Refused(nn.Module):
         self.w = nn.Parameter(torch.randn(3, 4))
 
     def forward(self, index):
-        if {form!r} == "amax":
-            out = torch.zeros(3, 4).scatter_reduce(1, index, self.w[:, :2], "amax")  # @amax
+        if {form!r} == "mean":   # of integers: torch rounds the mean down
+            out = self.w + torch.zeros(3, 4, dtype=torch.long).scatter_reduce(1, index, index, "mean")  # @mean
         elif {form!r} == "multiply":
             out = self.w.scatter(1, index, self.w[:, :2], reduce="multiply")  # @multiply
         else:
@@ -497,11 +497,12 @@ def step():
 
 
 @pytest.mark.parametrize("form, says", [
-    ("amax", "unsupported op aten.scatter_reduce.two with reduce='amax' (gradflow maps \"sum\" and \"mean\")"),
+    ("mean", "unsupported op aten.scatter_reduce.two with reduce=\"mean\" of an integer tensor (torch rounds it down)"),
     ("multiply", "unsupported op aten.scatter.reduce with reduce='multiply'"),
     ("i0", "unsupported op aten.special_i0.default: gradflow has no equivalent"),
 ])
-def test_scatter_reduce_beyond_sum_and_mean_and_a_bessel_function_are_refused_at_their_line(step_file, form, says):
+def test_an_integer_mean_scatter_reduce_a_multiplying_scatter_and_a_bessel_function_are_refused_at_their_line(
+        step_file, form, says):
     path, line_of = step_file(REFUSED.format(form=form))
     with pytest.raises(ModelError) as caught:
         import_python(f"{path}:step")

@@ -6,6 +6,8 @@ whole table ``OPS`` from its shape and neural-network parts.
 
 from __future__ import annotations
 
+from gradflow.importers.torch.aten_fold import FOLD_OPS
+from gradflow.importers.torch.aten_grid import GRID_OPS
 from gradflow.importers.torch.aten_image import IMAGE_OPS
 from gradflow.importers.torch.aten_linalg import LINALG_OPS
 from gradflow.importers.torch.aten_losses import LOSS_OPS
@@ -302,6 +304,8 @@ OPS = {
     **NN_OPS,
     **RNN_OPS,
     **IMAGE_OPS,
+    **FOLD_OPS,
+    **GRID_OPS,
     **LOSS_OPS,
     **SCAN_OPS,
     **LINALG_OPS,

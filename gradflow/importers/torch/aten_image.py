@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from gradflow.importers.torch.aten_conv import pair
+from gradflow.importers.torch.aten_conv import per_axis
 from gradflow.importers.torch.aten_index import integer
 from gradflow.importers.torch.aten_layout import interleaved, padded
 from gradflow.importers.torch.aten_nn import affine, batch_norm, normalized
@@ -167,7 +167,7 @@ def pixel_unshuffle(c):
 def im2col(c):
     """F.unfold: each kernel offset's strided slice of the zero-padded input, stacked after the
     channels: [N, C, kh kw, oh, ow] read as [N, C kh kw, oh ow]."""
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (pair(v, 2, 0) for v in c.args[1:5])
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (per_axis(v, 2, 0) for v in c.args[1:5])
     shape = list(c.shapes[0])
     x = padded(c.args[0], shape, (pw, pw, ph, ph), "0.0") if ph or pw else c.args[0]
     h, w = shape[-2] + 2 * ph, shape[-1] + 2 * pw

@@ -1,6 +1,6 @@
 """aten's scans, sorts and scatters -> gradflow expressions: cumsum, cumprod, logcumsumexp, cummax
 and cummin, diff; sort, argsort, msort, topk, kthvalue and median; scatter (of values or a number),
-scatter_add, index_add and scatter_reduce's sum and mean; erf and erfc.
+scatter_add, index_add, scatter_reduce and index_reduce (sum, mean, amax, amin, prod); erf and erfc.
 
 What a sort or a running maximum returns is x taken at the indices it returns (``take_along_axis``
 of gradflow's ``argsort``, ``cumargmax``), so the gradient goes to the returned index, as torch's
@@ -223,23 +223,50 @@ def index_add(c):
     return f"scatter_add({c.args[0]}, {index}, {source}, axis={d})"
 
 
-def scatter_reduce(c):
-    """scatter_reduce's "sum" and "mean" (the mean of what is written, x's own entry counted where
-    include_self): scatter_add of src into x, or into x with the written places set to 0."""
-    if not c.ndim():
-        raise Unsupported("of a 0-d tensor")
-    x, d, reduce, own = c.args[0], c.args[1] % c.ndim(), c.args[4], c.kwargs.get("include_self", True)
+def reduced(c, x: str, d: int, index: str, src: str, reduce: str, own: bool) -> str:
+    """src reduced into x at index along d: "amax", "amin" and "prod" by gradflow's scatter_reduce;
+    "sum" and "mean" (the mean of what is written, x's own entry counted where ``own``) by
+    scatter_add of src into x, or into x with the written places set to 0 first."""
+    if reduce in ("amax", "amin", "prod"):
+        return f"scatter_reduce({x}, {index}, {src}, axis={d}, reduce={reduce!r}, include_self={own})"
     if reduce not in ("sum", "mean"):
-        raise Unsupported(f"with reduce={reduce!r} (gradflow maps \"sum\" and \"mean\")")
+        raise Unsupported(f"with reduce={reduce!r}")
     if reduce == "mean" and c.kind != "float":
         raise Unsupported("with reduce=\"mean\" of an integer tensor (torch rounds it down)")
-    def added(start: str, zero: str, src: str) -> str:   # src added into start, its written places 0 first
-        start = start if own else f"scatter({start}, {c.args[2]}, {zero}, axis={d})"
-        return f"scatter_add({start}, {c.args[2]}, {src}, axis={d})"
-    total = added(x, number(c, 0), written(c))
+    def added(start: str, zero: str, values: str) -> str:   # values added into start, its written places 0 first
+        start = start if own else f"scatter({start}, {index}, {zero}, axis={d})"
+        return f"scatter_add({start}, {index}, {values}, axis={d})"
+    total = added(x, number(c, 0), src)
     if reduce == "sum":
         return total
     return f"{total} / {added(f'broadcast_to(1.0, {text(tuple(c.shape))})', '0.0', '1.0')}"
+
+
+def scatter_reduce(c):
+    """x.scatter_reduce(dim, index, src, reduce, include_self=): every reduction torch has."""
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    if c.args[4] == "prod" and c.shapes[3] != c.shapes[2]:
+        raise Unsupported("with reduce=\"prod\" and a src larger than the index (torch's gradient gives the "
+                          "src entries it does not read numbers of their own): pass src cut to the index's shape")
+    own = bool(c.kwargs.get("include_self", True))
+    return reduced(c, c.args[0], c.args[1] % c.ndim(), c.args[2], written(c), c.args[4], own)
+
+
+def index_reduce(c):
+    """x.index_reduce(dim, index, source, reduce, include_self=): source's entry i along dim reduced
+    into x's entry index[i], the index spread over source's shape for scatter_reduce; torch's
+    gradients are scatter_reduce's."""
+    if not c.ndim():
+        raise Unsupported("of a 0-d tensor")
+    d, shape = c.args[1] % c.ndim(), list(c.shapes[3])
+    if c.shapes[2] != (shape[d],):
+        raise Unsupported(f"with {math.prod(c.shapes[2])} indices for a source of {shape[d]} along dim {d} "
+                          "(torch raises)")
+    lined = [1] * len(shape)
+    lined[d] = shape[d]
+    index = c.line(f"broadcast_to(reshape({c.args[2]}, {shape_text(lined)}), {text(tuple(shape))})", "index")
+    return reduced(c, c.args[0], d, index, c.args[3], c.args[4], bool(c.kwargs.get("include_self", True)))
 
 
 SCAN_OPS: dict = {
@@ -247,6 +274,7 @@ SCAN_OPS: dict = {
     "cummax": running("cumargmax"), "cummin": running("cumargmin"),
     "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "median": median,
     "scatter": scatter, "scatter_add": scatter_add, "index_add": index_add, "scatter_reduce": scatter_reduce,
+    "index_reduce": index_reduce,
     "erf": lambda c: f"erf({c.args[0]})", "erfc": lambda c: f"erfc({c.args[0]})",
     "special_erf": lambda c: f"erf({c.args[0]})", "special_erfc": lambda c: f"erfc({c.args[0]})",   # torch.special's
 }
