@@ -218,17 +218,17 @@ def factor(x):
     return None if np.isnan(np.diagonal(low, axis1=-2, axis2=-1)).any() else low
 
 
-def not_positive_definite(x) -> LinAlgError:
-    """torch's reason: the first matrix of the batch with no factor, and the order of its first
-    leading minor that is not positive-definite (each larger one is not either: halve the range)."""
+def not_positive_definite(x, what: str = "cholesky", torch_does: str = "raises LinAlgError") -> LinAlgError:
+    """torch's reason: the first matrix of the batch with no factor, the order of its first leading minor that is
+    not positive-definite (each larger one is not either: halve the range), and what torch does (given ``order``)."""
     bad = np.array([factor(m) is None for m in x.reshape((-1,) + x.shape[-2:])]).reshape(x.shape[:-2])
     first = x[np.unravel_index(np.flatnonzero(bad)[0], bad.shape)] if bad.ndim else x
     low, high = 1, x.shape[-1]
     while low < high:
         mid = (low + high) // 2
         low, high = (low, mid) if factor(first[:mid, :mid]) is None else (mid + 1, high)
-    return LinAlgError(f"cholesky of a matrix that is not positive-definite{batch_element(bad)}: its leading minor "
-                       f"of order {low} is not (torch raises LinAlgError)")
+    return LinAlgError(f"{what} of a matrix that is not positive-definite{batch_element(bad)}: its leading minor "
+                       f"of order {low} is not (torch {torch_does.format(order=low)})")
 
 
 def cholesky(x, upper=False):

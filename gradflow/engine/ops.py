@@ -12,8 +12,9 @@ never tensors, and carry no gradient. Rules compute in the dtype of ``g`` and th
 inputs (Python numbers only), so a float32 tape stays float32.
 
 Shape rules live in ``shapes.py`` and ``shapes_nn.py``, array code too long for a
-lambda in ``kernels.py`` and its kin (``kernels_conv``, ``kernels_linalg``, ``kernels_math``,
-``kernels_nn``, ``kernels_scan``); this module holds the Op type and the table itself.
+lambda in ``kernels.py`` and its kin (``kernels_conv``, ``kernels_grid``, ``kernels_linalg``, ``kernels_linalg_ex``,
+``kernels_math``, ``kernels_nn``, ``kernels_scan``, ``kernels_spectral``); this module holds the Op type and the
+table itself.
 
 kinds: ``differentiable``; ``stop`` (explicit stop-gradient, identity forward);
 ``implicit`` (non-differentiable op: every input is cut).
@@ -47,6 +48,12 @@ from gradflow.engine.kernels_linalg import (
     cholesky, cholesky_vjp, det, det_shape, det_sign, det_vjp, inv, inv_vjp, logabsdet, logabsdet_vjp, logdet,
     logdet_vjp, matrix_shape, solve, solve_shape, solve_triangular, solve_triangular_shape, solve_triangular_vjp_a,
     solve_triangular_vjp_b, solve_vjp_a, solve_vjp_b,
+)
+from gradflow.engine.kernels_linalg_ex import cholesky_ex, cholesky_ex_info, inv_ex, inv_ex_info
+from gradflow.engine.kernels_spectral import (
+    eigvalsh, eigvalsh_shape, eigvalsh_vjp, eigvecsh, eigvecsh_vjp, matrix_exp, matrix_exp_vjp, qr_q, qr_q_shape,
+    qr_q_vjp, qr_r, qr_r_shape, qr_r_vjp, svd_u, svd_u_shape, svd_u_vjp, svd_vh, svd_vh_shape, svd_vh_vjp, svdvals,
+    svdvals_shape, svdvals_vjp,
 )
 from gradflow.engine.kernels_math import (
     atan2_vjp_x, atan2_vjp_y, floor_divide, fmod, fmod_vjp_b, remainder, remainder_vjp_b, trunc_divide,
@@ -588,6 +595,51 @@ defop("solve_triangular", inputs=("a", "b"), forward=solve_triangular,
       doc="x with a x = b (left=False: x a = b), b [..., n, k] ([..., k, n]), for a's upper or lower triangle "
           "(unitriangular: ones on its diagonal), as torch.linalg.solve_triangular: the rest of a is not read and "
           "gets no gradient; a 0 on the diagonal gives inf and NaN, as in torch", group="linear algebra")
+# spectral decompositions (kernels_spectral): one op per output, torch's gradients, inf and NaN where it divides
+# by a 0 gap between repeated eigenvalues (singular values); vector signs fixed: largest entry positive
+_SYM = "of (x + x^T) / 2, as torch.linalg.eigh (torch reads one triangle, UPLO: the same for a symmetric x)"
+defop("eigvalsh", forward=eigvalsh, vjps=(eigvalsh_vjp,), shape=eigvalsh_shape, reads=("inputs",),
+      doc=f"the eigenvalues [..., n], ascending, {_SYM}; gradient V diag(g) V^T, finite at repeated eigenvalues",
+      **_LA)
+defop("eigvecsh", forward=eigvecsh, vjps=(eigvecsh_vjp,), shape=matrix_shape, reads=("inputs",),
+      doc=f"the eigenvectors as columns [..., n, n], in the eigenvalues' order, {_SYM}; each signed so that its "
+          "largest entry is positive (torch's sign is not determined); torch's gradient, inf and NaN at repeated "
+          "eigenvalues", **_LA)
+defop("svdvals", forward=svdvals, vjps=(svdvals_vjp,), shape=svdvals_shape, reads=("inputs",),
+      doc="the singular values [..., k], k = min(m, n), descending, of x [..., m, n], as torch.linalg.svdvals; "
+          "gradient U diag(g) V^T, finite at repeated ones", **_LA)
+_SVD = ("as torch.linalg.svd (full_matrices=True: {full}, any basis of the rest, get no gradient, as in "
+        "torch); each pair of singular vectors signed so that u's largest entry is positive; torch's gradient, inf "
+        "and NaN at repeated singular values, and at 0 ones beyond the square")
+defop("svd_u", forward=svd_u, vjps=(svd_u_vjp,), shape=svd_u_shape, reads=("inputs",),
+      attrs={"full_matrices": False}, derivative=lambda attrs: not attrs["full_matrices"],
+      doc="U [..., m, k] of x = U diag(S) Vh, " + _SVD.format(full="[..., m, m]: its extra columns"), **_LA)
+defop("svd_vh", forward=svd_vh, vjps=(svd_vh_vjp,), shape=svd_vh_shape, reads=("inputs",),
+      attrs={"full_matrices": False}, derivative=lambda attrs: not attrs["full_matrices"],
+      doc="Vh [..., k, n] of x = U diag(S) Vh, " + _SVD.format(full="[..., n, n]: its extra rows"), **_LA)
+defop("qr_q", forward=qr_q, vjps=(qr_q_vjp,), shape=qr_q_shape, reads=("inputs",),
+      doc="Q [..., m, k], k = min(m, n), of x = Q R, as torch.linalg.qr (mode 'reduced'; LAPACK's signs, "
+          "torch's); torch's gradient, inf and NaN where x's first k columns are dependent", **_LA)
+defop("qr_r", forward=qr_r, vjps=(qr_r_vjp,), shape=qr_r_shape, reads=("inputs",),
+      doc="R [..., k, n], upper triangular, of x = Q R, as torch.linalg.qr; torch's gradient, as qr_q's", **_LA)
+defop("matrix_exp", forward=matrix_exp, vjps=(matrix_exp_vjp,), shape=matrix_shape, reads=("inputs",),
+      doc="e^x of each square matrix, as torch.linalg.matrix_exp (scaling and squaring of a Pade approximant); "
+          "its gradient is torch's, read off the exponential of [[x^T, g], [0, x^T]]; NaN or inf in x gives NaN",
+      **_LA)
+# torch.linalg's _ex forms (kernels_linalg_ex): where torch's info would not be 0, an error saying so
+defop("inv_ex", forward=inv_ex, vjps=(inv_vjp,), shape=matrix_shape, reads=("ans",),
+      doc="inv(x), as torch.linalg.inv_ex's inverse; a singular x, where torch gives info > 0 and no inverse, is "
+          "an error", **_LA)
+defop("cholesky_ex", forward=cholesky_ex, vjps=(cholesky_vjp,), shape=matrix_shape, attrs={"upper": False},
+      reads=("ans",),
+      doc="cholesky(x, upper), as torch.linalg.cholesky_ex's factor; an x that is not positive-definite, where "
+          "torch gives info > 0 and a partial factor, is an error", **_LA)
+defop("inv_ex_info", forward=inv_ex_info, vjps=(None,), shape=det_shape, kind="implicit", out="int", reads=(),
+      doc="0 for each matrix, torch.linalg.inv_ex's info; a singular x (info > 0 in torch) is an error", **_LA)
+defop("cholesky_ex_info", forward=cholesky_ex_info, vjps=(None,), shape=det_shape, kind="implicit", out="int",
+      reads=(),
+      doc="0 for each matrix, torch.linalg.cholesky_ex's info; an x that is not positive-definite (info > 0 in "
+          "torch) is an error", **_LA)
 
 _ND = dict(group="non-differentiable", kind="implicit")
 defop("argmax", inputs=("x",), forward=lambda x, axis=None, keepdims=False:

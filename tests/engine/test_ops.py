@@ -227,6 +227,28 @@ def triangular_solves():
     return cases
 
 
+def spread(*shape, symmetric=False):
+    """Matrices [..., m, n] whose singular values are 0.35 or more apart and from 0 (symmetric:
+    eigenvalues of either sign, 0.35 or more apart): q1 diag(values) q2^T for random orthogonal q1, q2,
+    so that each vector, signed by its largest entry, moves smoothly under a finite difference."""
+    def make(rng):
+        m, n = shape[-2:]
+        k = min(m, n)
+        q1 = np.linalg.qr(rng.normal(size=shape[:-2] + (m, m)))[0][..., :k]
+        q2 = q1 if symmetric else np.linalg.qr(rng.normal(size=shape[:-2] + (n, n)))[0][..., :k]
+        values = (np.arange(k) - (k // 2 if symmetric else -1)) * 0.7 + 0.35 * rng.uniform(size=shape[:-2] + (k,))
+        return (q1 * values[..., None, :]) @ np.swapaxes(q2, -1, -2)
+    return make
+
+
+def spectral(symmetric=False, full=None):
+    """Decompositions: one matrix, a batch, 1x1; tall and wide ones where not symmetric; full: the
+    full_matrices flag on a square batch (the same factors)."""
+    shapes = [(3, 3), (2, 4, 4), (1, 1)] + ([] if symmetric else [(4, 2), (2, 5), (2, 1, 3, 4)])
+    cases = [Case(f"{list(s)}", args(spread(*s, symmetric=symmetric))) for s in shapes]
+    return cases + ([Case("full-square", args(spread(2, 3, 3)), {"full_matrices": True})] if full else [])
+
+
 CASES: dict[str, list[Case]] = {
     # arithmetic
     "add": binary(),
@@ -446,6 +468,21 @@ CASES: dict[str, list[Case]] = {
               Case("vector-broadcast", args(matrices(2, 3, 3), N(3))),
               Case("matrix-broadcast", args(matrices(3, 3), N(2, 3, 4))), Case("1x1", args(matrices(1, 1), N(1)))],
     "solve_triangular": triangular_solves(),
+    "eigvalsh": spectral(symmetric=True),
+    "eigvecsh": spectral(symmetric=True),
+    "svdvals": spectral(),
+    "svd_u": spectral(full=True),
+    "svd_vh": spectral(full=True),
+    "qr_q": spectral(),
+    "qr_r": spectral(),
+    "matrix_exp": [Case("[3, 3]", args(N(3, 3))), Case("[1, 1]", args(N(1, 1))),
+                   Case("squared-twice", args(lambda rng: 3 * rng.normal(size=(2, 3, 3)))),
+                   Case("zeros", lambda rng: [np.zeros((2, 2))])],
+    "inv_ex": square_matrices(),
+    "inv_ex_info": square_matrices(),
+    "cholesky_ex": square_matrices(spd=True, flip=False) + [Case("upper", args(matrices(2, 3, 3, spd=True)),
+                                                                 {"upper": True})],
+    "cholesky_ex_info": square_matrices(spd=True, flip=False),
     # non-differentiable
     "argmax": arg_reduction(),
     "argmin": arg_reduction(),

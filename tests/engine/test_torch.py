@@ -88,6 +88,20 @@ def compare(fn):
     return lambda a, b: fn(a, b).to(torch.float64)
 
 
+def largest_positive(v):
+    """+-1 per column of v, no gradient: gradflow's sign for its vectors, the entry of largest
+    magnitude positive (torch's own sign is not determined: its CPU libraries differ)."""
+    big = v.gather(-2, v.abs().argmax(-2, keepdim=True))
+    return torch.where(big < 0, -1.0, 1.0).to(v.dtype)
+
+
+def signed_svd(x, full_matrices=False):
+    """torch's (U, Vh), each pair signed as gradflow signs it (square matrices only, for full)."""
+    u, _, vh = torch.linalg.svd(x, full_matrices=full_matrices)
+    sign = largest_positive(u)
+    return u * sign, vh * sign.mT
+
+
 TORCH = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
     "matmul": torch.matmul, "neg": torch.neg,
@@ -115,6 +129,16 @@ TORCH = {
     "cholesky": lambda x, upper=False: torch.linalg.cholesky(x, upper=upper), "solve": torch.linalg.solve,
     "solve_triangular": lambda a, b, upper, left=True, unitriangular=False:
         torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unitriangular),
+    "eigvalsh": torch.linalg.eigvalsh,
+    "eigvecsh": lambda x: torch.linalg.eigh(x).eigenvectors * largest_positive(torch.linalg.eigh(x).eigenvectors),
+    "svdvals": torch.linalg.svdvals,
+    "svd_u": lambda x, full_matrices=False: signed_svd(x, full_matrices)[0],
+    "svd_vh": lambda x, full_matrices=False: signed_svd(x, full_matrices)[1],
+    "qr_q": lambda x: torch.linalg.qr(x).Q, "qr_r": lambda x: torch.linalg.qr(x).R,
+    "matrix_exp": torch.linalg.matrix_exp,
+    "inv_ex": lambda x: torch.linalg.inv_ex(x).inverse, "inv_ex_info": lambda x: torch.linalg.inv_ex(x).info,
+    "cholesky_ex": lambda x, upper=False: torch.linalg.cholesky_ex(x, upper=upper).L,
+    "cholesky_ex_info": lambda x: torch.linalg.cholesky_ex(x).info,
     "no_grad": lambda x: x.detach(),
     "softplus": F.softplus,
     "erf": torch.erf, "erfc": torch.erfc,

@@ -187,6 +187,15 @@ def step():
 FLAT, NOT_PD = [[1.0, 2.0], [2.0, 4.0]], [[1.0, 2.0], [2.0, 1.0]]
 
 
+def refused_at_the_call(step_file, call: str, w, message: str) -> None:
+    """REFUSED calling ``call`` on a parameter of value ``w`` (a list, or its text) is one error, at the call."""
+    path, line_of = step_file(REFUSED.replace("WEIGHT", w if isinstance(w, str) else repr(w)).replace("CALL", call))
+    result = run_cli("check", f"{path}:step")
+    assert result.exit_code == 2
+    assert result.stderr == f"{path}:{line_of('call')}:26: error: {message}\n"
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("call, w, message", [
     ("torch.linalg.inv(w)", FLAT, "inv of a singular matrix (torch raises LinAlgError)"),
     ("torch.inverse(torch.stack([w + 3 * torch.eye(2), w]))[1]", FLAT,
@@ -200,17 +209,10 @@ def test_what_torch_raises_for_is_one_located_error(step_file, call, w, message)
     """torch raises LinAlgError on the step's own numbers; gradflow says why at the user's line."""
     with pytest.raises(torch.linalg.LinAlgError):
         eval(call, {"torch": torch, "w": torch.tensor(w), "x": torch.ones(2, 2)})
-    path, line_of = step_file(REFUSED.replace("WEIGHT", repr(w)).replace("CALL", call))
-    result = run_cli("check", f"{path}:step")
-    assert result.exit_code == 2
-    assert result.stderr == f"{path}:{line_of('call')}:26: error: {message}\n"
-    assert "Traceback" not in result.output
+    refused_at_the_call(step_file, call, w, message)
 
 
 def test_solve_from_the_right_is_refused_saying_what_to_write(step_file):
-    call = "torch.linalg.solve(w, x, left=False)"
-    path, line_of = step_file(REFUSED.replace("WEIGHT", repr(NOT_PD)).replace("CALL", call))
-    result = run_cli("check", f"{path}:step")
-    assert result.exit_code == 2
-    assert result.stderr == (f"{path}:{line_of('call')}:26: error: unsupported op aten.linalg_solve.default with "
-                             "left=False: write torch.linalg.solve(A.mT, B.mT).mT instead\n")
+    refused_at_the_call(step_file, "torch.linalg.solve(w, x, left=False)", NOT_PD,
+                        "unsupported op aten.linalg_solve.default with left=False: write "
+                        "torch.linalg.solve(A.mT, B.mT).mT instead")

@@ -10,6 +10,7 @@ from gradflow.importers.torch.aten_fold import FOLD_OPS
 from gradflow.importers.torch.aten_grid import GRID_OPS
 from gradflow.importers.torch.aten_image import IMAGE_OPS
 from gradflow.importers.torch.aten_linalg import LINALG_OPS
+from gradflow.importers.torch.aten_spectral import SPECTRAL_OPS
 from gradflow.importers.torch.aten_losses import LOSS_OPS
 from gradflow.importers.torch.aten_math import MATH_OPS
 from gradflow.importers.torch.aten_nn import NN_OPS, linear_of
@@ -309,5 +310,6 @@ OPS = {
     **LOSS_OPS,
     **SCAN_OPS,
     **LINALG_OPS,
+    **SPECTRAL_OPS,
     **SPECIAL_OPS,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from gradflow.importers.torch.aten_losses import vector_norm
 from gradflow.importers.torch.aten_nn import xlogy
 from gradflow.importers.torch.aten_shape import converted
+from gradflow.importers.torch.aten_spectral import spectral_norm
 from gradflow.importers.torch.call import Alias, Unsupported, axes, operand, reduced_over, text
 
 LN2 = 0.6931471805599453
@@ -180,16 +181,14 @@ def norm(c):
 
 
 def matrix_norm_of(c, order, dims, keep) -> str:
-    """A matrix norm over two axes: the Frobenius norm, the 2-norm of the entries. The others are
-    refused, saying why."""
+    """A matrix norm over two axes: the Frobenius norm, the 2-norm of the entries; the nuclear and
+    spectral norms, of the singular values (aten_spectral). The others are refused, saying why."""
     if order == "fro":
         return vector_norm(c, c.args[0], 2, axes(dims, c.ndim()), keep)
-    only = "of the matrix norms gradflow has only the Frobenius norm (ord='fro')"
     if order == "nuc" or order in (2, -2):
-        what = {"nuc": "the nuclear norm is the sum", 2: "this norm is the largest", -2: "this norm is the smallest"}
-        raise Unsupported(f"with ord={order!r}: {what[order]} of a matrix's singular values, which gradflow cannot "
-                          f"compute; {only}")
-    raise Unsupported(f"with ord={order!r} over two axes (a matrix norm): {only}")
+        return spectral_norm(c, order, dims, keep)
+    raise Unsupported(f"with ord={order!r} over two axes (a matrix norm): of the matrix norms gradflow has the "
+                      "Frobenius (ord='fro'), nuclear ('nuc') and spectral (2, -2) ones")
 
 
 def linalg_norm(c):
@@ -209,6 +208,13 @@ def matrix_norm(c):
     return matrix_norm_of(c, c.arg(1, "ord", "fro"), c.arg(2, "dim", [-2, -1]), c.arg(3, "keepdim", False))
 
 
+def nuclear_norm(c):
+    """torch.nuclear_norm(A, keepdim=False) of a matrix, or over two dims (A, dim, keepdim=False)."""
+    if c.overload == "dim":
+        return matrix_norm_of(c, "nuc", c.args[1], c.arg(2, "keepdim", False))
+    return matrix_norm_of(c, "nuc", [-2, -1], c.arg(1, "keepdim", False))
+
+
 MATH_OPS = {
     "selu": lambda c: f"elu({c.args[0]}, alpha={SELU_ALPHA!r}) * {SELU_SCALE!r}",
     "celu": celu,
@@ -223,5 +229,5 @@ MATH_OPS = {
     "atan2": atan2, "arctan2": atan2,
     "bucketize": bucketize, "searchsorted": searchsorted,
     "linalg_vector_norm": norm, "linalg_norm": linalg_norm, "linalg_matrix_norm": matrix_norm,
-    "nuclear_norm": lambda c: matrix_norm_of(c, "nuc", None, False),
+    "nuclear_norm": nuclear_norm,
 }
