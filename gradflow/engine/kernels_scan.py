@@ -169,7 +169,7 @@ def unit(reduce: str, dtype):
     return np.iinfo(dtype).min if reduce == "amax" else np.iinfo(dtype).max
 
 
-def scatter_reduce(x, idx, src, axis, reduce="amax", include_self=True):
+def scatter_reduce(x, idx, src, axis, reduce, include_self=True):
     """x with src reduced into it at idx along axis (amax, amin or prod), x's own entry counted
     where include_self; NaN wins a maximum or minimum, as torch's."""
     check_indices(idx, x.shape[axis])
@@ -198,7 +198,7 @@ def shared_extreme(g, ans, x, idx, src, axis):
     return x_hit * share, src_hit * share[at]
 
 
-def scatter_reduce_vjp_x(g, ans, x, idx, src, axis, reduce="amax", include_self=True):
+def scatter_reduce_vjp_x(g, ans, x, idx, src, axis, reduce, include_self=True):
     """amax / amin: x's share of the ties; prod: g times the product of what was reduced into x's
     entry, computed with x's zeros read as ones (torch's, exact beside zeros)."""
     if reduce != "prod":
@@ -209,7 +209,7 @@ def scatter_reduce_vjp_x(g, ans, x, idx, src, axis, reduce="amax", include_self=
     return unwritten(grad, idx, axis, include_self)
 
 
-def scatter_reduce_vjp_src(g, ans, x, idx, src, axis, reduce="amax", include_self=True):
+def scatter_reduce_vjp_src(g, ans, x, idx, src, axis, reduce, include_self=True):
     """amax / amin: src's share of the ties; prod: torch's rule, g times the result over the entry,
     but for the only zero of its place g times the product of the others."""
     if reduce != "prod":

@@ -429,12 +429,13 @@ defop("scatter_add", "shape", ("x", "idx", "src"), scatter_add,
       attrs={"axis": REQUIRED}, int_inputs=(1,), reads=("inputs",))
 defop("scatter_reduce", "shape", ("x", "idx", "src"), scatter_reduce,
       (scatter_reduce_vjp_x, None, scatter_reduce_vjp_src),
-      lambda x, idx, src, axis, reduce="amax", include_self=True: scatter_shape(x, idx, src, axis),
-      "x with src reduced in at idx along axis (idx and src as scatter_add's): reduce=\"amax\" (the default), "
-      "\"amin\" or \"prod\", x's own entry taking part unless include_self=False, as torch's scatter_reduce; "
+      lambda x, idx, src, axis, reduce, include_self=True: scatter_shape(x, idx, src, axis),
+      "x with src reduced in at idx along axis (idx and src as scatter_add's): reduce=\"amax\", \"amin\" or "
+      "\"prod\" (no default, as in torch), x's own entry taking part unless include_self=False, as torch's "
+      "scatter_reduce; "
       "the gradient is torch's: an extreme's split evenly among the entries equal to it, a product's exact "
       "beside zeros",
-      attrs={"axis": REQUIRED, "reduce": "amax", "include_self": True},
+      attrs={"axis": REQUIRED, "reduce": REQUIRED, "include_self": True},
       modes={"reduce": ("amax", "amin", "prod")}, int_inputs=(1,))
 
 # ================================================================ neural

@@ -108,9 +108,10 @@ class Calls:
     def check_attr(self, op, name: str, value, node) -> None:
         """Refuse a static argument of the wrong kind before any array meets it."""
         default, what = op.attrs[name], f"argument {name!r} of {op.name}()"
-        if isinstance(value, str) != isinstance(default, str):   # only a mode such as gelu's approximate
+        if isinstance(value, str) != (isinstance(default, str) or name in op.modes):   # a mode (gelu's approximate)
             raise self.fail(node, f"{what} cannot be a string" if isinstance(value, str)
-                            else f"{what} must be a string such as {default!r}, not {static_text(value)}")
+                            else f"{what} must be a string such as "
+                                 f"{default if isinstance(default, str) else op.modes[name][0]!r}, not {static_text(value)}")
         if isinstance(default, bool) and not isinstance(value, bool):
             raise self.fail(node, f"{what} must be True or False, not {static_text(value)}")
         if isinstance(default, float) and not is_number(value):

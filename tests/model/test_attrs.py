@@ -20,6 +20,13 @@ losses: [loss]
 """
 
 
+def test_attrs_a_mode_with_no_default_takes_a_string(write_model):
+    model = gradflow.load(write_model(MODEL.format(expr="scatter_reduce(x, to_int(x * 0.0), x, axis=0, "
+                                                        "reduce='amax')")))
+    gradflow.analyze(model)
+    assert model.entries["y"].value.tolist() == [2.0, -0.2, 0.3, 2.0]   # every x into entry 0: their maximum
+
+
 def test_attrs_gelu_approximate_none_is_the_exact_form(write_model):
     model = gradflow.load(write_model(MODEL.format(expr="gelu(x, approximate='none')")))
     gradflow.analyze(model)
@@ -52,6 +59,13 @@ def test_attrs_ties_say_which_tied_entries_get_the_gradient(write_model, op, val
     ("binary_cross_entropy(sigmoid(x), x * 0.0, reduction='avg')",
      "binary_cross_entropy: reduction must be \"mean\", \"sum\" or \"none\", not 'avg'"),
     ("leaky_relu(x, slope='steep')", "argument 'slope' of leaky_relu() cannot be a string"),
+    # a mode with no default, as torch's scatter_reduce has none
+    ("scatter_reduce(x, to_int(x * 0.0), x, axis=0)",
+     "scatter_reduce() takes (x, idx, src, axis, reduce, include_self=True): missing reduce"),
+    ("scatter_reduce(x, to_int(x * 0.0), x, axis=0, reduce=2)",
+     "argument 'reduce' of scatter_reduce() must be a string such as 'amax', not 2"),
+    ("scatter_reduce(x, to_int(x * 0.0), x, axis=0, reduce='max')",
+     "scatter_reduce: reduce must be \"amax\", \"amin\" or \"prod\", not 'max'"),
 ])
 def test_attrs_string_where_none_belongs_is_a_located_error(write_model, expr, message):
     with pytest.raises(ModelError) as caught:
