@@ -91,6 +91,15 @@ def test_a_loss_named_like_a_parameter_is_refused_at_the_def_line_in_the_users_w
                                                    f"loss another key, such as '{key}_loss'")
 
 
+def test_a_parameter_named_like_an_op_is_refused_at_the_def_line_saying_what_to_rename(step_file):
+    # it read "param 'norm' has the name of an op; choose another name", a model file's words
+    path, line_of = step_file(NAMED_LIKE_A_PARAMETER.replace("self.scale", "self.norm") % "loss")
+    e = refused(path)
+    assert (e.line, e.message) == (line_of("def"), "parameter 'norm' has the name of one of gradflow's ops "
+                                                   "(`gradflow ops` lists them), which a model cannot give a "
+                                                   "parameter: rename self.norm")
+
+
 @pytest.mark.parametrize("inputs, says", [
     ('{"x": torch.randn(3, 4)}', "step() returned 'inputs' as a dict: gradflow calls module(*inputs), so return "
                                  "the tensors as a tuple in the order forward takes them"),

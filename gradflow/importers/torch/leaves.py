@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch.export.graph_signature import InputKind
 
+from gradflow.engine import ALIASES, OPS as GRADFLOW_OPS
 from gradflow.importers.document import Tensor
 
 
@@ -56,6 +57,19 @@ class Leaves:
                     self.values[node] = Const(value.detach(), spec.target) if isinstance(value, torch.Tensor) else value
             else:
                 raise self.fail(node, f"unsupported export input kind {spec.kind.name}")
+
+    def check_param_names(self, losses) -> None:
+        """Refuse a top-level parameter (self.norm = nn.Parameter(...)) named like one of gradflow's
+        ops, and a loss keyed like a parameter: one namespace holds ops, parameters and losses."""
+        names = {t.name for t in self.out.params}
+        like_ops = sorted(names & (set(GRADFLOW_OPS) | set(ALIASES)))
+        if like_ops:
+            raise self.step_error(f"parameter {like_ops[0]!r} has the name of one of gradflow's ops (`gradflow ops` "
+                                  f"lists them), which a model cannot give a parameter: rename self.{like_ops[0]}")
+        taken = [key for key in losses if key in names]
+        if taken:
+            raise self.step_error(f"loss name {taken[0]!r} is also the name of a parameter: give the loss another "
+                                  f"key, such as '{taken[0]}_loss'")
 
     def bind_param(self, node, name: str, p: torch.Tensor | None = None) -> None:
         if name not in self.values.values():

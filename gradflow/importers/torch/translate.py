@@ -120,10 +120,7 @@ class Translator(Blocks, Leaves, Rebinding):
                                       f"{close[1:] if close else ''}"
                                       f"{'' if close else '(it returns ' + ', '.join(map(str, spec.context)) + ')'}")
         self.bind_leaves()
-        taken = [key for key in spec.context if key in {t.name for t in self.out.params}]
-        if taken:   # one namespace holds parameters and losses: a report could not tell them apart
-            raise self.step_error(f"loss name {taken[0]!r} is also the name of a parameter: give the loss another "
-                                  f"key, such as '{taken[0]}_loss'")
+        self.check_param_names(spec.context)
         outputs = self.graph(self.program.graph, {})
         for key, node in zip(spec.context, outputs):
             self.loss(key, node)
