@@ -18,16 +18,14 @@ from gradflow.importers.torch.aten_rnn import RNN_OPS
 from gradflow.importers.torch.aten_scan import SCAN_OPS
 from gradflow.importers.torch.aten_shape import SHAPE_OPS
 from gradflow.importers.torch.aten_special import SPECIAL_OPS
-from gradflow.importers.torch.call import Call, Parts, Unsupported, axes, operand, reduced_over, shape_text, text
+from gradflow.importers.torch.call import (
+    Call, Parts, Unsupported, axes, operand, reduced_over, shape_text, text, unary,
+)
 
 
 def reduce(op: str, c: Call, dims_at: int = 1, keep_at: int = 2, ties: str | None = None) -> str:
     return reduced_over(op, c.args[0], axes(c.arg(dims_at, "dim"), c.ndim()), c.arg(keep_at, "keepdim", False),
                         ties)
-
-
-def unary(op):
-    return lambda c: f"{op}({c.args[0]})"
 
 
 def binary(symbol):

@@ -9,6 +9,7 @@ base^T @ the grid's gradient. grid_sample is gradflow's own op, which reads as t
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from gradflow.importers.torch.aten_image import vector_line
@@ -45,10 +46,7 @@ def affine_grid(c):
         axis = vector_line(c, linspace(n, align), "xyz"[a])
         columns.append(f"broadcast_to(reshape({axis}, {shape_text(lined)}), {text(tuple(spatial))})")
     columns.append(f"broadcast_to(1.0, {text(tuple(spatial))})")
-    count = 1
-    for n in spatial:
-        count *= n
-    base = c.line(f"reshape(stack([{', '.join(columns)}], axis=-1), [{count}, {k + 1}])", "base")
+    base = c.line(f"reshape(stack([{', '.join(columns)}], axis=-1), [{math.prod(spatial)}, {k + 1}])", "base")
     return f"reshape({base} @ transpose({c.args[0]}, axes=(0, 2, 1)), {shape_text(c.shape)})"
 
 

@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import math
 
-from gradflow.importers.torch.call import Unsupported, index_text, operand, shape_text
+from gradflow.importers.torch.call import Unsupported, index_text, operand, shape_text, unary
 
 INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
-
-
-def unary(op):
-    return lambda c: f"{op}({c.args[0]})"
 
 
 def mvlgamma(c):

@@ -69,6 +69,11 @@ def text(value) -> str:
     return repr(value)
 
 
+def unary(op: str):
+    """The handler of an aten op that is gradflow's op ``op`` of its one tensor."""
+    return lambda c: f"{op}({c.args[0]})"
+
+
 def operand(value) -> str:
     """A Python value as an operand of an op: an infinity is one (log(0.0)), so a softmax over only
     -inf is nan as in torch; attributes (clip's bounds) take ``text``'s large finite numbers."""
