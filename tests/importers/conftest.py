@@ -107,3 +107,17 @@ def close_in_float32(path: str, func: str = "step") -> None:
             mine, theirs = ours.grad(param.name, loss), exact.grad(param.name, loss)
             assert mine.dtype == np.float32
             np.testing.assert_allclose(mine, theirs, rtol=2e-4, atol=1e-5, err_msg=f"{loss} {param.name}")
+
+
+def one_error_at_call(step_file, body: str, says: str) -> None:
+    """The step ``body`` checked is one error at its line marked ``@call`` (exit 2), which says
+    ``says``: no Traceback, no internal error."""
+    from click.testing import CliRunner
+
+    from gradflow.cli.main import cli
+    path, line_of = step_file(body)
+    result = CliRunner().invoke(cli, ["check", f"{path}:step"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"{path}:{line_of('call')}:")
+    assert says in result.stderr and result.stderr.count("error:") == 1
+    assert "Traceback" not in result.output and "internal error" not in result.output
